@@ -1,0 +1,1 @@
+"""Two-phase SFT -> GRPO fine-tuning pipeline for math reasoning."""
