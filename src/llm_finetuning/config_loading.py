@@ -16,8 +16,10 @@ from typing import Any, Literal, Union
 
 import yaml
 
+from .errors import PipelineError
 
-class ConfigError(ValueError):
+
+class ConfigError(PipelineError, ValueError):
     """A problem with the configuration or the command line; the message is one line naming the fix."""
 
 
