@@ -199,7 +199,7 @@ class SFTTrainingConfig:
     per_device_train_batch_size: int = 1  # sequences per device per step
     gradient_accumulation_steps: int = 1  # micro-batches per optimiser step
     learning_rate: float = 2e-4  # peak learning rate
-    warmup_ratio: float = 0.05  # share of steps spent warming up
+    warmup_steps: float = 0.05  # warmup: a float < 1 is a share of the steps, >= 1 a step count
     lr_scheduler_type: str = "linear"  # transformers scheduler name
     weight_decay: float = 0.01  # AdamW weight decay
     optim: str = "adamw_torch"  # transformers optimiser name (adamw_8bit on GPU saves memory)
@@ -230,7 +230,7 @@ class GRPOTrainingConfig:
     epsilon_high: float | None = None  # upper clip range (clip-higher); null = epsilon
     scale_rewards: Literal["group", "batch", "none"] = "group"  # how advantages are normalised
     mask_truncated_completions: bool = False  # exclude completions cut at max_completion_length from the loss
-    warmup_ratio: float = 0.1  # share of steps spent warming up
+    warmup_steps: float = 0.1  # warmup: a float < 1 is a share of the steps, >= 1 a step count
     lr_scheduler_type: str = "linear"  # transformers scheduler name
     weight_decay: float = 0.001  # AdamW weight decay
     optim: str = "adamw_torch"  # transformers optimiser name

@@ -15,3 +15,7 @@ class DataError(PipelineError):
 
 class ModelError(PipelineError):
     """A model, tokenizer or adapter cannot be loaded or saved as asked (wrong backend, missing files)."""
+
+
+class TrainingInterrupted(PipelineError):
+    """SIGINT/SIGTERM stopped a phase; a checkpoint was saved and ``--resume`` continues from it."""

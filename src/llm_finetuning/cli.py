@@ -1,0 +1,87 @@
+"""Command line of ``run_training.py``: parse flags, build the config, run the pipeline, report errors.
+
+Errors the user can fix (config, data, model choice) print one line on stderr and exit 2; an interrupted run
+exits 130 after saving a checkpoint and printing the command that resumes it. Everything else is a bug and
+keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+
+from .config import PipelineConfig
+from .errors import PipelineError, TrainingInterrupted
+
+DEFAULT_CONFIG = "configs/default_config.yaml"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="run_training.py",
+        description="Two-phase fine-tuning for math reasoning: SFT teaches the format, GRPO improves answers.",
+    )
+    parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"YAML config (default: {DEFAULT_CONFIG})")
+    parser.add_argument("--skip-sft", action="store_true", help="skip SFT; GRPO starts from <output_dir>/sft/final")
+    parser.add_argument("--skip-grpo", action="store_true", help="stop after SFT")
+    parser.add_argument("--resume", action="store_true", help="continue unfinished phases from their checkpoints")
+    parser.add_argument("--output-dir", help="where checkpoints, logs and the adapter go (config: output_dir)")
+    parser.add_argument("--max-steps", type=int, help="max_steps for the phases that run")
+    parser.add_argument("--learning-rate", type=float, help="learning_rate for the phases that run")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="override any config field, e.g. --set grpo_training.num_generations=8 (repeatable)",
+    )
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+    return parser
+
+
+def resolve_config(args: argparse.Namespace) -> PipelineConfig:
+    """The config file plus every command-line override, validated."""
+    overrides = list(args.overrides)
+    if args.output_dir:
+        overrides.append(f"output_dir={args.output_dir}")
+    phases = [name for name, skipped in (("sft_training", args.skip_sft), ("grpo_training", args.skip_grpo))
+              if not skipped]
+    for phase in phases:
+        if args.max_steps is not None:
+            overrides.append(f"{phase}.max_steps={args.max_steps}")
+        if args.learning_rate is not None:
+            overrides.append(f"{phase}.learning_rate={args.learning_rate}")
+    return PipelineConfig.from_yaml(args.config, overrides)
+
+
+def resume_command(argv: Sequence[str]) -> str:
+    """The command that continues this run: the same arguments plus --resume."""
+    args = list(argv)
+    if "--resume" not in args:
+        args.append("--resume")
+    return " ".join(["uv run python run_training.py", *map(shlex.quote, args)])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        if args.skip_sft and args.skip_grpo:
+            raise PipelineError("--skip-sft and --skip-grpo together leave nothing to run; drop one of them")
+        config = resolve_config(args)
+        if args.print_config:
+            print(config.to_yaml(), end="")
+            return 0
+        from .pipeline import RunOptions, run
+
+        run(config, RunOptions(skip_sft=args.skip_sft, skip_grpo=args.skip_grpo, resume=args.resume))
+    except TrainingInterrupted as exc:
+        print(f"{exc}\nResume with: {resume_command(argv)}", file=sys.stderr)
+        return 130
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,71 @@
+"""What this machine offers the pipeline: package versions, CUDA devices, disk, Hub reachability.
+
+Shared by ``check.py`` (a readable table) and the run summary (``versions``, ``device``). Nothing here
+imports unsloth or vllm: their versions are read from package metadata.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import shutil
+import urllib.request
+from pathlib import Path
+
+PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "unsloth", "vllm", "bitsandbytes")
+REQUIRED_FOR_CPU = ("torch", "transformers", "trl", "peft", "datasets", "accelerate")
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
+    """Installed version of each package, or None when it is not installed."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def cuda_devices() -> list[dict[str, object]]:
+    """Name, memory and bf16 support of each visible CUDA GPU (empty without one)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    devices = []
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        devices.append(
+            {
+                "name": props.name,
+                "memory_gib": round(props.total_memory / 2**30, 1),
+                "bf16": torch.cuda.is_bf16_supported(),
+            }
+        )
+    return devices
+
+
+def device_description() -> str:
+    """One line for the run summary: the GPU(s) in use, or the CPU."""
+    gpus = cuda_devices()
+    if gpus:
+        return ", ".join(f"{gpu['name']} ({gpu['memory_gib']} GiB)" for gpu in gpus)
+    return f"cpu ({platform.processor() or platform.machine()})"
+
+
+def free_disk_gib(path: str | Path) -> float:
+    """Free space on the disk holding ``path`` (or its nearest existing parent)."""
+    path = Path(path).resolve()
+    while not path.exists():
+        path = path.parent
+    return round(shutil.disk_usage(path).free / 2**30, 1)
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether huggingface.co answers within ``timeout`` seconds (offline is a normal state, not an error)."""
+    try:
+        with urllib.request.urlopen("https://huggingface.co/api/models?limit=1", timeout=timeout):
+            return True
+    except Exception:  # any network failure means "offline" here
+        return False
