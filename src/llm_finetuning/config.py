@@ -78,6 +78,25 @@ class TinyModelSettings:
     vocab_size: int = 320  # target size of the byte-level BPE vocabulary
     seed: int = 0  # seed for weights and tokenizer training: same seed, same model
 
+    def __post_init__(self) -> None:
+        for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads"):
+            _require(getattr(self, key) > 0, key, f"must be > 0 (got {getattr(self, key)})")
+        _require(
+            self.hidden_size % self.num_attention_heads == 0,
+            "hidden_size",
+            f"must be divisible by num_attention_heads = {self.num_attention_heads} (got {self.hidden_size})",
+        )
+        _require(
+            self.num_attention_heads % self.num_key_value_heads == 0,
+            "num_key_value_heads",
+            f"must divide num_attention_heads = {self.num_attention_heads} (got {self.num_key_value_heads})",
+        )
+        _require(
+            self.vocab_size >= 260,
+            "vocab_size",
+            f"must be >= 260: 256 byte tokens plus the special tokens (got {self.vocab_size})",
+        )
+
 
 @dataclass
 class ModelConfig:
@@ -101,6 +120,11 @@ class ModelConfig:
             0 < self.gpu_memory_utilization <= 1,
             "gpu_memory_utilization",
             f"must be in (0, 1] (got {self.gpu_memory_utilization})",
+        )
+        _require(
+            not (self.load_in_4bit and not self.uses_lora),
+            "load_in_4bit",
+            "4-bit weights cannot be fully fine-tuned; set a lora section or load_in_4bit: false",
         )
 
     @property
