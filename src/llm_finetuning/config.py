@@ -313,7 +313,6 @@ class VLLMSamplingConfig:
     top_p: float = 1.0  # nucleus sampling
     top_k: int = -1  # -1 = no top-k cut
     min_p: float = 0.1  # drop tokens below min_p x the top token's probability
-    seed: int | None = None  # per-request seed; a fixed one makes a group's completions identical, so null
 
     def __post_init__(self) -> None:
         _require(self.temperature > 0, "temperature", f"must be > 0 (got {self.temperature})")

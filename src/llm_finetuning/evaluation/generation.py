@@ -1,0 +1,137 @@
+"""The one generation function behind evaluation, debugging and inference: batched ``model.generate``.
+
+Prompts are conversations rendered with the tokenizer's chat template and its generation prompt (which
+prefills the reasoning start tag), left-padded and generated in batches. Completions are decoded with special
+tokens skipped — our tags are ordinary tokens, so they survive.
+
+    >>> completions = generate_completions(model, tokenizer, [conversation], SamplingSettings(greedy=True))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+Conversation = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generated completion: its text, its length in tokens, and whether it stopped at EOS (not the limit)."""
+
+    text: str
+    num_tokens: int
+    finished: bool
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How to sample: greedy, or ``num_samples`` completions per prompt at ``temperature``."""
+
+    greedy: bool = True
+    num_samples: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    min_p: float = 0.0
+    max_new_tokens: int = 256
+
+    def generate_kwargs(self) -> dict[str, Any]:
+        if self.greedy:
+            return {"do_sample": False, "num_return_sequences": 1}
+        kwargs: dict[str, Any] = {
+            "do_sample": True,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "num_return_sequences": self.num_samples,
+        }
+        kwargs["top_k"] = self.top_k if self.top_k > 0 else 0
+        if self.min_p > 0:
+            kwargs["min_p"] = self.min_p
+        return kwargs
+
+    @property
+    def per_prompt(self) -> int:
+        return 1 if self.greedy else self.num_samples
+
+
+def render_prompts(tokenizer: Any, prompts: Sequence[Conversation | str]) -> list[str]:
+    """Conversations through the chat template with the generation prompt; plain strings pass through."""
+    return [
+        p if isinstance(p, str) else tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+        for p in prompts
+    ]
+
+
+@torch.no_grad()
+def generate_completions(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Conversation | str],
+    sampling: SamplingSettings,
+    *,
+    batch_size: int = 32,
+    progress: bool = False,
+    description: str = "generating",
+) -> list[list[str]]:
+    """``sampling.per_prompt`` completion texts for each prompt, in prompt order."""
+    detailed = generate_detailed(
+        model, tokenizer, prompts, sampling, batch_size=batch_size, progress=progress, description=description
+    )
+    return [[completion.text for completion in group] for group in detailed]
+
+
+@torch.no_grad()
+def generate_detailed(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Conversation | str],
+    sampling: SamplingSettings,
+    *,
+    batch_size: int = 32,
+    progress: bool = False,
+    description: str = "generating",
+) -> list[list[Completion]]:
+    """Like ``generate_completions`` but with token counts and whether each completion finished."""
+    texts = render_prompts(tokenizer, prompts)
+    was_training = model.training
+    model.eval()
+    padding_side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    results: list[list[Completion]] = []
+    try:
+        batches = range(0, len(texts), batch_size)
+        for start in tqdm(batches, desc=description, disable=not progress, leave=False):
+            results.extend(_generate_batch(model, tokenizer, texts[start : start + batch_size], sampling))
+    finally:
+        tokenizer.padding_side = padding_side
+        if was_training:
+            model.train()
+    return results
+
+
+def _generate_batch(
+    model: Any, tokenizer: Any, texts: list[str], sampling: SamplingSettings
+) -> list[list[Completion]]:
+    encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+    output = model.generate(
+        **encoded,
+        max_new_tokens=sampling.max_new_tokens,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        **sampling.generate_kwargs(),
+    )
+    new_tokens = output[:, encoded["input_ids"].shape[1] :]
+    decoded = tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+    is_real = (new_tokens != tokenizer.pad_token_id) & (new_tokens != tokenizer.eos_token_id)
+    finished = (new_tokens == tokenizer.eos_token_id).any(dim=1)
+    completions = [
+        Completion(text, int(length), bool(done))
+        for text, length, done in zip(decoded, is_real.sum(dim=1).tolist(), finished.tolist(), strict=True)
+    ]
+    per_prompt = sampling.per_prompt
+    return [completions[i : i + per_prompt] for i in range(0, len(completions), per_prompt)]

@@ -1,0 +1,79 @@
+"""Checkpoints that survive a crash mid-write, and the run state that says which phases finished.
+
+Hugging Face writes ``checkpoint-N/`` file by file, so a crash can leave a half-written folder that looks
+like a checkpoint. ``CheckpointMarker`` writes ``checkpoint_complete.json`` into the folder after the trainer
+has saved it; resume only considers folders that carry the marker. ``RunState`` records finished phases in
+``run_state.json``, written atomically (temp file + rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+MARKER = "checkpoint_complete.json"
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to a temporary sibling, flush it to disk, then rename over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=False)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def latest_complete_checkpoint(directory: str | Path) -> Path | None:
+    """The newest ``checkpoint-N`` under ``directory`` that carries the completion marker."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    complete = [
+        (int(match.group(1)), path)
+        for path in directory.iterdir()
+        if (match := _CHECKPOINT.match(path.name)) and (path / MARKER).is_file()
+    ]
+    return max(complete)[1] if complete else None
+
+
+class CheckpointMarker(TrainerCallback):
+    """Marks each checkpoint complete once the trainer has finished writing it."""
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if folder.is_dir():
+            write_json_atomic(folder / MARKER, {"global_step": state.global_step})
+
+
+class RunState:
+    """Which phases of a run in ``output_dir`` have finished (``run_state.json``)."""
+
+    def __init__(self, output_dir: str | Path) -> None:
+        self.path = Path(output_dir) / "run_state.json"
+
+    def load(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def is_done(self, phase: str) -> bool:
+        return self.load().get(phase, {}).get("done", False)
+
+    def mark_done(self, phase: str, **details: Any) -> None:
+        state = self.load()
+        state[phase] = {"done": True, **details}
+        write_json_atomic(self.path, state)
+
+    def clear(self, phase: str) -> None:
+        state = self.load()
+        if state.pop(phase, None) is not None:
+            write_json_atomic(self.path, state)

@@ -1,0 +1,59 @@
+"""Phase 2, GRPO: sample a group of completions per prompt, score them with the rewards, reinforce the best.
+
+Rewards and weights come from the registry; sampling from ``vllm_sampling``; generation runs in vLLM when
+the backend can (Unsloth fast inference, or vLLM installed on CUDA) and through ``model.generate``
+otherwise. Evaluation on the validation problems runs every ``eval_steps`` from a callback, greedy, with
+the same judge as the before/after evaluations. Checkpoints go to ``<output_dir>/grpo/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..config import PipelineConfig
+from .arguments import grpo_arguments
+from .callbacks import MetricsWriter, PeriodicEvaluation
+from .phase import TrainingPhase
+
+
+class GRPOTrainingPipeline(TrainingPhase):
+    name = "grpo"
+
+    def __init__(
+        self,
+        config: PipelineConfig,
+        model: Any,
+        tokenizer: Any,
+        train_dataset: Any,
+        reward_funcs: list[Any],
+        reward_weights: list[float],
+        max_completion_length: int,
+        backend: str,
+        metrics: MetricsWriter,
+        evaluate: Callable[[Any, int], None] | None = None,
+    ) -> None:
+        callbacks = []
+        if evaluate is not None and config.grpo_training.eval_strategy == "steps":
+            callbacks.append(PeriodicEvaluation(config.grpo_training.eval_steps, evaluate))
+        super().__init__(model, tokenizer, Path(config.output_dir) / "grpo", metrics, callbacks)
+        self.config, self.train_dataset, self.backend = config, train_dataset, backend
+        self.reward_funcs, self.reward_weights = reward_funcs, reward_weights
+        self.max_completion_length = max_completion_length
+
+    def build_trainer(self) -> Any:
+        from trl import GRPOConfig, GRPOTrainer  # after unsloth, when unsloth is the backend
+
+        args = GRPOConfig(
+            **grpo_arguments(
+                self.config, self.output_dir, self.backend, self.max_completion_length, self.reward_weights
+            )
+        )
+        return GRPOTrainer(
+            model=self.model,
+            args=args,
+            reward_funcs=self.reward_funcs,
+            train_dataset=self.train_dataset,
+            processing_class=self.tokenizer,
+        )
