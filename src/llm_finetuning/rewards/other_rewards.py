@@ -81,8 +81,8 @@ class RepetitionPenalty(Reward):
         words = text.lower().split()
         if len(words) < self.ngram_size:
             return 0.0
-        ngrams = list(zip(*(words[i:] for i in range(self.ngram_size))))
-        repeated = 1 - len(set(ngrams)) / len(ngrams)
+        total = len(words) - self.ngram_size + 1
+        repeated = 1 - len(set(zip(*(words[i:] for i in range(self.ngram_size))))) / total
         return repeated * self.max_penalty if repeated else 0.0
 
     def bounds(self) -> tuple[float, float]:
