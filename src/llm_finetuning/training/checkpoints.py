@@ -9,26 +9,16 @@ has saved it; resume only considers folders that carry the marker. ``RunState`` 
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
+from ..atomic_io import write_json_atomic
+
 MARKER = "checkpoint_complete.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temporary sibling, flush it to disk, then rename over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def latest_complete_checkpoint(directory: str | Path) -> Path | None:

@@ -1,0 +1,96 @@
+"""Config loading: defaults, YAML, overrides, and one clear error per kind of mistake."""
+
+from pathlib import Path
+
+import pytest
+
+from llm_finetuning.config import ConfigError, PipelineConfig
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@pytest.mark.parametrize("name", ["default_config.yaml", "tiny.yaml"])
+def test_shipped_configs_load(name):
+    config = PipelineConfig.from_yaml(CONFIGS / name)
+    assert config.grpo_training.num_generations >= 2
+
+
+def test_defaults_follow_the_seed():
+    config = PipelineConfig()
+    assert config.model.model_name == "unsloth/Qwen3-4B-Base"
+    assert [r.name for r in config.rewards.rewards] == [
+        "match_format_exactly", "match_format_approximately", "check_answer", "check_numbers"]
+    assert config.grpo_training.eval_steps == 20
+    assert config.grpo_training.train_validation_split == 0.9
+    assert config.grpo_training.save_path == "grpo_saved_lora"
+
+
+def test_partial_sections_keep_the_other_defaults():
+    config = PipelineConfig.from_dict({"data": {"sft": {"max_samples": 10}}})
+    assert config.data.sft.name == "unsloth/OpenMathReasoning-mini"
+    assert config.data.sft.max_samples == 10
+
+
+def test_overrides_parse_yaml_scalars():
+    config = PipelineConfig().with_overrides(
+        ["grpo_training.max_steps=7", "sft_training.learning_rate=1e-5", "model.lora=null",
+         "prompt.solution_start=<ANS>"])
+    assert config.grpo_training.max_steps == 7
+    assert config.sft_training.learning_rate == 1e-5
+    assert config.model.lora is None
+    assert config.prompt.solution_start == "<ANS>"
+
+
+def test_round_trip_through_yaml(tmp_path):
+    config = PipelineConfig().with_overrides(["grpo_training.beta=0.1", "model.lora.rank=8"])
+    path = tmp_path / "c.yaml"
+    path.write_text(config.to_yaml())
+    assert PipelineConfig.from_yaml(path) == config
+
+
+BAD = [
+    ({"grpo_training": {"num_generation": 4}},
+     "grpo_training.num_generation: unknown key; did you mean num_generations?"),
+    ({"modle": {}}, "modle: unknown key; did you mean model?"),
+    ({"grpo_training": {"max_steps": "ten"}}, "grpo_training.max_steps: expected int, got 'ten' (str)"),
+    ({"model": {"load_in_4bit": "yes"}}, "model.load_in_4bit: expected bool, got 'yes' (str)"),
+    ({"grpo_training": {"loss_type": "gspo"}}, "grpo_training.loss_type: expected one of"),
+    ({"grpo_training": {"num_generations": 1, "gradient_accumulation_steps": 1}},
+     "grpo_training.num_generations: must be >= 2"),
+    ({"grpo_training": {"num_generations": 3}}, "must be divisible by num_generations = 3"),
+    ({"grpo_training": {"max_prompt_length": 1500, "max_completion_length": 1000}},
+     "max_prompt_length + max_completion_length = 2500 exceeds model.max_seq_length = 2048"),
+    ({"model": {"lora": {"rank": 0}}}, "model.lora.rank: must be > 0 (got 0)"),
+    ({"sft_training": {"learning_rate": 0}}, "sft_training.learning_rate: must be > 0"),
+    ({"grpo_training": {"learning_rate": -1e-5}}, "grpo_training.learning_rate: must be > 0"),
+    ({"grpo_training": {"train_validation_split": 0}}, "grpo_training.train_validation_split: must be in (0, 1]"),
+    ({"grpo_training": {"train_validation_split": 1.5}}, "grpo_training.train_validation_split: must be in (0, 1]"),
+    ({"rewards": {"rewards": [{"name": "check_answers"}]}}, "unknown reward 'check_answers'"),
+    ({"rewards": {"rewards": [{"name": "check_answer", "params": {"bogus": 1}}]}}, "unknown parameter 'bogus'"),
+]
+
+
+@pytest.mark.parametrize(("raw", "message"), BAD)
+def test_bad_config_names_the_key(raw, message):
+    with pytest.raises(ConfigError) as error:
+        PipelineConfig.from_dict(raw)
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_train_validation_split_of_one_is_allowed():
+    assert PipelineConfig.from_dict({"grpo_training": {"train_validation_split": 1.0}})
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        PipelineConfig.from_yaml(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        PipelineConfig.from_yaml(bad)
+
+
+def test_malformed_override():
+    with pytest.raises(ConfigError, match="expected section.field=value"):
+        PipelineConfig().with_overrides(["grpo_training.max_steps"])
