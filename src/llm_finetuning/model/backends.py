@@ -1,0 +1,126 @@
+"""Which library loads and adapts the model: a registry of backends and the rule that picks one.
+
+Two backends share one interface (``Backend`` below):
+
+- ``unsloth``: Unsloth's ``FastLanguageModel`` (fused kernels, 4-bit QLoRA, a colocated vLLM engine for
+  GRPO generation). Needs a CUDA GPU and the ``gpu`` extra.
+- ``hf``: plain transformers + peft. Runs anywhere; on CUDA it uses bf16 (and bitsandbytes for 4-bit).
+
+``choose_backend`` is pure and cheap on a CPU machine: it imports unsloth only when CUDA is available,
+because unsloth must be imported before trl/transformers (see ``unsloth_backend.import_unsloth``). The
+registry stores import paths, not classes, so importing this package never pulls in transformers, peft,
+unsloth or vllm.
+
+    >>> choose_backend(ModelConfig(backend="auto"))     # doctest: +SKIP
+    ('hf', 'auto: no CUDA GPU, and unsloth needs one; using transformers + peft')
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from ..config import ModelConfig
+from ..errors import ModelError
+from .tiny import TINY_MODEL_NAME
+
+__all__ = ["BACKENDS", "Backend", "choose_backend", "get_backend", "resolve_dtype"]
+
+BACKENDS: dict[str, str] = {
+    "hf": "llm_finetuning.model.hf_backend:HFBackend",
+    "unsloth": "llm_finetuning.model.unsloth_backend:UnslothBackend",
+}
+
+_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+class Backend(Protocol):
+    """What ``ModelManager`` needs from a backend; model paths are local directories or Hub ids."""
+
+    name: str
+
+    def load_trainable(self, model_config: ModelConfig, model_path: str) -> tuple[Any, Any]:
+        """Base model with LoRA adapters (or all weights trainable), and its tokenizer."""
+
+    def load_inference(
+        self, model_config: ModelConfig, base_path: str, adapter_path: Path
+    ) -> tuple[Any, Any]:
+        """Base model with a saved LoRA adapter applied, in eval mode, and the tokenizer saved with it."""
+
+    def save_merged(
+        self, model: Any, tokenizer: Any, model_config: ModelConfig, base_path: str, staging: Path
+    ) -> None:
+        """Write LoRA merged into 16-bit base weights into ``staging`` (loadable by plain transformers)."""
+
+
+def get_backend(name: str) -> Backend:
+    """Instantiate the backend registered under ``name``."""
+    if name not in BACKENDS:
+        raise ModelError(f"model.backend: unknown backend {name!r}; valid: {', '.join(sorted(BACKENDS))}")
+    module_name, class_name = BACKENDS[name].split(":")
+    return getattr(importlib.import_module(module_name), class_name)()
+
+
+def choose_backend(model_config: ModelConfig) -> tuple[str, str]:
+    """Return ``(backend name, reason)`` for this machine; raise ModelError for a choice that cannot run."""
+    cuda = torch.cuda.is_available()
+    if model_config.load_in_4bit and not cuda:
+        raise ModelError(
+            "model.load_in_4bit needs a CUDA GPU (bitsandbytes); set load_in_4bit: false on this machine"
+        )
+    if model_config.backend == "hf":
+        return "hf", "model.backend: hf was asked for"
+    if model_config.backend == "unsloth":
+        if not cuda:
+            raise ModelError(
+                "model.backend: unsloth needs a CUDA GPU; use backend: hf (or auto) on this machine"
+            )
+        problem = _unsloth_import_problem()
+        if problem:
+            raise ModelError(
+                f"model.backend: unsloth cannot be imported ({problem}); "
+                "install the gpu extra (uv sync --extra gpu) or use backend: hf"
+            )
+        return "unsloth", "model.backend: unsloth was asked for and CUDA is available"
+    if not cuda:
+        return "hf", "auto: no CUDA GPU, and unsloth needs one; using transformers + peft"
+    if model_config.model_name == TINY_MODEL_NAME:
+        return (
+            "hf",
+            "auto: the builtin tiny model runs on transformers + peft (unsloth/vLLM target real models)",
+        )
+    problem = _unsloth_import_problem()
+    if problem:
+        return (
+            "hf",
+            f"auto: CUDA is available but unsloth cannot be imported ({problem}); using transformers + peft",
+        )
+    return "unsloth", "auto: CUDA is available and unsloth imports"
+
+
+def _unsloth_import_problem() -> str | None:
+    if importlib.util.find_spec("unsloth") is None:
+        return "not installed"
+    from .unsloth_backend import import_unsloth
+
+    try:
+        import_unsloth()
+    except Exception as exc:  # noqa: BLE001 - a broken unsloth install raises anything; each means "use hf"
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+    return None
+
+
+def resolve_dtype(model_config: ModelConfig) -> torch.dtype:
+    """``model.dtype`` as a torch dtype; ``auto`` = bf16 on a CUDA GPU that supports it, fp16 on older GPUs, else fp32."""
+    if model_config.dtype != "auto":
+        return _DTYPES[model_config.dtype]
+    if not torch.cuda.is_available():
+        return torch.float32
+    if torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    # fp16 weights cannot hold trainable full-fine-tuning parameters under AMP; LoRA keeps adapters in fp32.
+    return torch.float16 if model_config.uses_lora else torch.float32

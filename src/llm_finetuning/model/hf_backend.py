@@ -1,0 +1,145 @@
+"""The transformers + peft backend: runs on CPU (the tiny demo, the tests) and on any CUDA GPU.
+
+On CPU the model is fp32 and gradient checkpointing stays off (it only trades compute for GPU memory). On
+CUDA the weights are bf16 where the GPU supports it, 4-bit NF4 through bitsandbytes when ``load_in_4bit``,
+and gradient checkpointing follows ``model.gradient_checkpointing``. LoRA is peft's ``LoraConfig`` with the
+same fields the Unsloth backend uses. Loaded lazily through the registry in ``backends.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
+from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+
+from ..config import ModelConfig
+from ..errors import ModelError
+from .backends import resolve_dtype
+
+__all__ = ["HFBackend", "load_hf_model", "load_hf_tokenizer"]
+
+logger = logging.getLogger(__name__)
+
+
+def load_hf_tokenizer(path: str | Path) -> Any:
+    try:
+        return AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError) as exc:
+        raise ModelError(
+            f"cannot load a tokenizer from {path} ({_first_line(exc)}); check model.model_name"
+        ) from None
+
+
+def load_hf_model(path: str | Path, model_config: ModelConfig) -> Any:
+    """``AutoModelForCausalLM`` in the configured dtype, on the GPU when there is one (4-bit if asked)."""
+    kwargs: dict[str, Any] = {"dtype": resolve_dtype(model_config)}
+    if torch.cuda.is_available():
+        kwargs["device_map"] = {"": torch.cuda.current_device()}
+        if model_config.load_in_4bit:
+            kwargs["quantization_config"] = _four_bit_config(kwargs["dtype"])
+    try:
+        return AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+    except (OSError, ValueError) as exc:
+        raise ModelError(
+            f"cannot load a model from {path} ({_first_line(exc)}); check model.model_name"
+        ) from None
+
+
+def _four_bit_config(compute_dtype: torch.dtype) -> BitsAndBytesConfig:
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ModelError(
+            "model.load_in_4bit needs bitsandbytes; install the gpu extra (uv sync --extra gpu) or set load_in_4bit: false"
+        )
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=compute_dtype,
+    )
+
+
+def lora_config(model_config: ModelConfig) -> LoraConfig:
+    lora = model_config.lora
+    assert lora is not None
+    return LoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules),
+        modules_to_save=list(lora.modules_to_save) or None,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+
+
+class HFBackend:
+    """Load, adapt and export with transformers + peft."""
+
+    name = "hf"
+
+    def load_trainable(self, model_config: ModelConfig, model_path: str) -> tuple[Any, Any]:
+        tokenizer = load_hf_tokenizer(model_path)
+        model = load_hf_model(model_path, model_config)
+        checkpointing = model_config.gradient_checkpointing and torch.cuda.is_available()
+        if model_config.load_in_4bit:
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=checkpointing)
+        elif checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if checkpointing:
+            model.config.use_cache = False  # the KV cache is useless while training and conflicts with it
+        if not model_config.uses_lora:
+            model.requires_grad_(True)
+            return model, tokenizer
+        with torch.random.fork_rng(
+            devices=[]
+        ):  # adapter init seeded by model.random_state, caller RNG untouched
+            torch.manual_seed(model_config.random_state)
+            try:
+                model = get_peft_model(model, lora_config(model_config))
+            except ValueError as exc:
+                raise ModelError(
+                    f"model.lora.target_modules: {_first_line(exc)}; list module names this model has"
+                ) from None
+        return model, tokenizer
+
+    def load_inference(
+        self, model_config: ModelConfig, base_path: str, adapter_path: Path
+    ) -> tuple[Any, Any]:
+        if not (adapter_path / "adapter_config.json").is_file():  # a full or merged model save
+            return load_hf_model(adapter_path, model_config).eval(), load_hf_tokenizer(adapter_path)
+        base = load_hf_model(base_path, model_config)
+        model = PeftModel.from_pretrained(base, str(adapter_path), is_trainable=False)
+        return model.eval(), load_hf_tokenizer(adapter_path)
+
+    def save_merged(
+        self, model: Any, tokenizer: Any, model_config: ModelConfig, base_path: str, staging: Path
+    ) -> None:
+        # Merge into a fresh, unquantised copy of the base so the training model stays usable (and a
+        # 4-bit base still exports full-precision weights). The copy lives on the CPU while merging.
+        adapter_dir = staging / "_adapter"
+        model.save_pretrained(str(adapter_dir))
+        dtype = _export_dtype(model_config)
+        base = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype)
+        merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+        merged.save_pretrained(str(staging))
+        tokenizer.save_pretrained(str(staging))
+        shutil.rmtree(adapter_dir)
+
+
+def _export_dtype(model_config: ModelConfig) -> torch.dtype:
+    """16-bit for a model trained in 16 bits (or 4 bits); fp32 stays fp32 so the export matches bit for bit."""
+    dtype = resolve_dtype(model_config)
+    if model_config.load_in_4bit and dtype == torch.float32:
+        return torch.bfloat16
+    return dtype
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,257 @@
+"""``ModelManager``: the one object that loads, adapts, saves, reloads and frees the model.
+
+It picks a backend (``choose_backend``: unsloth on CUDA when it imports, else transformers + peft), loads
+the base model (building the offline tiny model for ``builtin:tiny-qwen3``), adds LoRA adapters (or makes
+every weight trainable when ``model.lora`` is null or disabled), and gives the tokenizer our chat template.
+Saves are atomic (``adapters.atomic_directory``) and carry the tokenizer and ``chat_template.jinja``.
+
+    manager = ModelManager(cfg, tokenizer_corpus=texts)
+    model, tokenizer = manager.load()          # trainable
+    manager.save_adapter("outputs/sft/final")
+    manager.free()
+    infer = ModelManager.load_for_inference(cfg, "outputs/sft/final")   # infer.model, infer.tokenizer
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import PipelineConfig
+from ..errors import ModelError
+from .adapters import atomic_directory, recover_previous
+from .backends import choose_backend, get_backend
+from .template import apply_chat_template_to
+from .tiny import TINY_MODEL_NAME, build_tiny_base
+
+__all__ = ["ModelManager"]
+
+logger = logging.getLogger(__name__)
+
+
+class ModelManager:
+    """Owns the model and tokenizer of one run; ``backend_name``/``backend_reason`` say which library and why."""
+
+    def __init__(self, config: PipelineConfig, tokenizer_corpus: Iterable[str] | None = None) -> None:
+        self.config = config
+        self.tokenizer_corpus = list(tokenizer_corpus) if tokenizer_corpus is not None else None
+        self.backend_name, self.backend_reason = choose_backend(config.model)
+        logger.info("model backend: %s (%s)", self.backend_name, self.backend_reason)
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self.base_path: str | None = None  # Hub id or local directory the base weights came from
+
+    @property
+    def uses_lora(self) -> bool:
+        return self.config.model.uses_lora
+
+    @property
+    def uses_gradient_checkpointing(self) -> bool:
+        """Whether the loaded model checkpoints activations (never on CPU with the hf backend)."""
+        wanted = self.config.model.gradient_checkpointing
+        return wanted and (self.backend_name == "unsloth" or torch.cuda.is_available())
+
+    def base_model_path(self) -> str:
+        """The base model's Hub id or local directory; builds the tiny model for ``builtin:tiny-qwen3``."""
+        model_config = self.config.model
+        if model_config.model_name == TINY_MODEL_NAME:
+            path = build_tiny_base(
+                model_config.tiny,
+                self.config.prompt,
+                self.tokenizer_corpus,
+                self.config.output_dir,
+                model_config.max_seq_length,
+            )
+            return str(path)
+        if model_config.model_name.startswith("builtin:"):
+            raise ModelError(
+                f"model.model_name: unknown builtin model {model_config.model_name!r}; the only one is {TINY_MODEL_NAME}"
+            )
+        return model_config.model_name
+
+    def load(self) -> tuple[Any, Any]:
+        """Load the base model with LoRA (or fully trainable) and the tokenizer with our chat template."""
+        self.base_path = self.base_model_path()
+        model, tokenizer = get_backend(self.backend_name).load_trainable(self.config.model, self.base_path)
+        self.model, self.tokenizer = model, _prepare_tokenizer(model, tokenizer, self.config)
+        trainable, total = self.parameter_counts()
+        mode = "LoRA" if self.uses_lora else "full fine-tuning"
+        logger.info("loaded %s (%s): %d of %d parameters trainable", self.base_path, mode, trainable, total)
+        return self.model, self.tokenizer
+
+    def parameter_counts(self) -> tuple[int, int]:
+        """``(trainable, total)`` parameter counts of the loaded model."""
+        self._require_loaded()
+        parameters = list(self.model.parameters())
+        return sum(p.numel() for p in parameters if p.requires_grad), sum(p.numel() for p in parameters)
+
+    def load_adapter(self, path: str | Path) -> tuple[Any, Any]:
+        """Continue from a saved adapter (or full model save): its weights go into the loaded, trainable model."""
+        if self.model is None:
+            self.load()
+        path = Path(path)
+        recover_previous(path)
+        if not path.is_dir():
+            raise ModelError(
+                f"{path}: no saved adapter there; run SFT first or point at a directory from save_adapter"
+            )
+        if self.uses_lora:
+            self._load_lora_weights(path)
+        else:
+            self._load_full_weights(path)
+        logger.info("continuing from %s", path)
+        return self.model, self.tokenizer
+
+    def _load_lora_weights(self, path: Path) -> None:
+        from peft import set_peft_model_state_dict
+        from peft.utils import load_peft_weights
+
+        _check_adapter_matches(path, self.config)
+        device = next(self.model.parameters()).device
+        result = set_peft_model_state_dict(self.model, load_peft_weights(str(path), device=str(device)))
+        missing = [key for key in result.missing_keys if "lora_" in key]
+        if missing or result.unexpected_keys:
+            raise ModelError(
+                f"{path}: adapter weights do not fit this model (missing {missing[:3]}, unexpected "
+                f"{list(result.unexpected_keys)[:3]}); use the base model and model.lora it was trained with"
+            )
+
+    def _load_full_weights(self, path: Path) -> None:
+        from transformers import AutoModelForCausalLM
+
+        if not (path / "config.json").is_file():
+            raise ModelError(
+                f"{path}: not a full model save (no config.json); with model.lora set, load it as an adapter"
+            )
+        reference = next(self.model.parameters())
+        saved = AutoModelForCausalLM.from_pretrained(str(path), dtype=reference.dtype)
+        try:
+            self.model.load_state_dict(saved.state_dict(), strict=True)
+        except RuntimeError as exc:
+            raise ModelError(
+                f"{path}: saved weights do not fit this model ({str(exc).splitlines()[0]})"
+            ) from None
+        finally:
+            del saved
+
+    def save_adapter(self, path: str | Path) -> Path:
+        """Atomically save the adapter (the whole model under full fine-tuning) plus the tokenizer."""
+        self._require_loaded()
+        with atomic_directory(path) as staging:
+            self.model.save_pretrained(str(staging))
+            self.tokenizer.save_pretrained(str(staging))
+        logger.info("saved %s to %s", "adapter" if self.uses_lora else "model", path)
+        return Path(path)
+
+    def merge_and_save(self, path: str | Path) -> Path:
+        """Atomically save LoRA merged into the base weights (16-bit for GPU runs), loadable by plain transformers."""
+        self._require_loaded()
+        with atomic_directory(path) as staging:
+            if self.uses_lora:
+                backend = get_backend(self.backend_name)
+                backend.save_merged(self.model, self.tokenizer, self.config.model, self.base_path, staging)
+            else:
+                self.model.save_pretrained(str(staging))
+                self.tokenizer.save_pretrained(str(staging))
+        logger.info("saved merged model to %s", path)
+        return Path(path)
+
+    @classmethod
+    def load_for_inference(
+        cls, config: PipelineConfig, adapter_path: str | Path, tokenizer_corpus: Iterable[str] | None = None
+    ) -> ModelManager:
+        """A manager holding base + saved adapter (or a saved full/merged model) in eval mode.
+
+        Use ``.model`` and ``.tokenizer``, then ``.free()``. The tokenizer and its chat template come from
+        the save. ``tokenizer_corpus`` is needed only to rebuild a deleted tiny base model.
+        """
+        manager = cls(config, tokenizer_corpus)
+        path = Path(adapter_path)
+        recover_previous(path)
+        if not ((path / "adapter_config.json").is_file() or (path / "config.json").is_file()):
+            raise ModelError(
+                f"{path}: neither an adapter (adapter_config.json) nor a model (config.json); "
+                "point at a directory written by save_adapter or merge_and_save"
+            )
+        is_adapter = (path / "adapter_config.json").is_file()
+        manager.base_path = manager._inference_base_path(path) if is_adapter else str(path)
+        model, tokenizer = get_backend(manager.backend_name).load_inference(
+            config.model, manager.base_path, path
+        )
+        manager.model, manager.tokenizer = (
+            model.eval(),
+            _prepare_tokenizer(model, tokenizer, config, keep_template=True),
+        )
+        return manager
+
+    def _inference_base_path(self, adapter_path: Path) -> str:
+        recorded = json.loads((adapter_path / "adapter_config.json").read_text()).get(
+            "base_model_name_or_path"
+        )
+        if self.config.model.model_name != TINY_MODEL_NAME:
+            return self.config.model.model_name
+        if recorded and Path(recorded).is_dir():
+            return recorded
+        if self.tokenizer_corpus is None:
+            raise ModelError(
+                f"{adapter_path}: its tiny base model {recorded} is gone; rerun training, or pass the "
+                "tokenizer corpus to load_for_inference so it can be rebuilt"
+            )
+        return self.base_model_path()
+
+    def free(self) -> None:
+        """Drop the model, tokenizer and any vLLM engine, collect garbage and empty the CUDA cache.
+
+        Callers must drop their own references (trainers, local variables) for the memory to come back.
+        """
+        engine = getattr(
+            self.model, "vllm_engine", None
+        )  # unsloth's fast_inference engine rides on the model
+        self.model = None
+        self.tokenizer = None
+        del engine
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def _require_loaded(self) -> None:
+        if self.model is None or self.tokenizer is None:
+            raise RuntimeError("ModelManager: call load() (or load_for_inference) first")
+
+
+def _prepare_tokenizer(
+    model: Any, tokenizer: Any, config: PipelineConfig, keep_template: bool = False
+) -> Any:
+    if keep_template and tokenizer.chat_template:
+        tokenizer.padding_side = "left"
+        tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
+    else:
+        apply_chat_template_to(tokenizer, config.prompt)
+    for target in (model.config, getattr(model, "generation_config", None)):
+        if target is not None and getattr(target, "pad_token_id", None) is None:
+            target.pad_token_id = tokenizer.pad_token_id
+    return tokenizer
+
+
+def _check_adapter_matches(path: Path, config: PipelineConfig) -> None:
+    config_file = path / "adapter_config.json"
+    if not config_file.is_file():
+        raise ModelError(
+            f"{path}: no adapter_config.json, so not a LoRA adapter; point at a save_adapter directory "
+            "(or set model.lora: null to continue a full fine-tune)"
+        )
+    saved = json.loads(config_file.read_text())
+    lora = config.model.lora
+    assert lora is not None
+    saved_modules = sorted(saved.get("target_modules") or [])
+    if saved.get("r") != lora.rank or saved_modules != sorted(lora.target_modules):
+        raise ModelError(
+            f"{path}: adapter has rank {saved.get('r')} on {saved_modules}, but model.lora asks for rank "
+            f"{lora.rank} on {sorted(lora.target_modules)}; set model.lora to match the adapter"
+        )

@@ -1,0 +1,91 @@
+"""The chat template: rendered from ``templates/chat_template.jinja`` with the tags baked in, set on tokenizers.
+
+Why a two-layer template: the tags and the system prompt live in ``PromptConfig`` (the rewards read the
+same config), so the template file holds placeholders and we render it once with jinja2 into the string a
+tokenizer stores. The placeholders use ``[[ ]]`` delimiters so the Hugging Face template's own ``{{ }}`` and
+``{% %}`` pass through untouched; values go in as Jinja string literals, so quotes, backslashes or braces
+in a system prompt cannot break the template.
+
+    >>> from llm_finetuning.config import PromptConfig
+    >>> template = render_chat_template(PromptConfig(), eos_token="<|im_end|>")
+    >>> "<start_working_out>" in template
+    True
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from ..config import PromptConfig
+from ..errors import ModelError
+
+__all__ = ["PROJECT_ROOT", "apply_chat_template_to", "render_chat_template", "resolve_template_path"]
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+
+def _jinja_string(value: str) -> str:
+    # A JSON string is a valid Jinja string literal: Jinja unescapes \", \\, \n and \uXXXX the same way.
+    return json.dumps(value, ensure_ascii=False)
+
+
+_SOURCE_ENV = jinja2.Environment(
+    variable_start_string="[[",
+    variable_end_string="]]",
+    block_start_string="[%",
+    block_end_string="%]",
+    comment_start_string="[#",
+    comment_end_string="#]",
+    keep_trailing_newline=False,
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,
+)
+_SOURCE_ENV.filters["jinja_string"] = _jinja_string
+
+
+def resolve_template_path(template: str | Path) -> Path:
+    """Find the template file: absolute, else relative to the working directory, else to the project root."""
+    path = Path(template)
+    candidates = [path] if path.is_absolute() else [Path.cwd() / path, PROJECT_ROOT / path]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise ModelError(
+        f"prompt.chat_template: {template} not found (looked in {', '.join(str(c) for c in candidates)}); "
+        "point it at a .jinja file or restore templates/chat_template.jinja"
+    )
+
+
+def render_chat_template(prompt: PromptConfig, eos_token: str) -> str:
+    """Return the tokenizer-ready chat template with the tags, system prompt and ``eos_token`` as literals."""
+    if not eos_token:
+        raise ModelError("the tokenizer has no eos token; use a model whose tokenizer defines one")
+    path = resolve_template_path(prompt.chat_template)
+    try:
+        source = _SOURCE_ENV.from_string(path.read_text(encoding="utf-8"))
+        rendered = source.render(
+            system_prompt=prompt.system_prompt,
+            reasoning_start=prompt.reasoning_start,
+            reasoning_end=prompt.reasoning_end,
+            solution_start=prompt.solution_start,
+            solution_end=prompt.solution_end,
+            eos_token=eos_token,
+        )
+        jinja2.Environment().parse(rendered)  # fail here, not at the first apply_chat_template call
+    except jinja2.TemplateError as exc:
+        raise ModelError(f"prompt.chat_template: {path} does not render ({exc}); fix the template") from None
+    return rendered.strip() + "\n"
+
+
+def apply_chat_template_to(tokenizer: Any, prompt: PromptConfig) -> Any:
+    """Give ``tokenizer`` our chat template, a pad token and left padding (for batched generation)."""
+    tokenizer.chat_template = render_chat_template(prompt, tokenizer.eos_token)
+    if tokenizer.pad_token is None:
+        # Reusing eos is safe: TRL masks padding by attention mask, and eos ends every assistant turn.
+        tokenizer.pad_token = getattr(tokenizer, "unk_token", None) or tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return tokenizer

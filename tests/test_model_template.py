@@ -1,0 +1,123 @@
+"""The chat template: exact renderings, the prompt/completion prefix property TRL relies on, and its round trip."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_finetuning.config import PromptConfig, TinyModelSettings
+from llm_finetuning.errors import ModelError
+from llm_finetuning.model import build_tiny_base, render_chat_template
+from llm_finetuning.model.template import apply_chat_template_to
+
+SYSTEM = PromptConfig().system_prompt
+HEAD = f"<|im_start|>system\n{SYSTEM}<|im_end|>"
+TINY = TinyModelSettings(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64
+)
+CORPUS = [f"What is {a} + {b}? {a} + {b} = {a + b}" for a in range(10) for b in range(10)]
+PROMPT = [{"role": "user", "content": "What is 2 + 3?"}]
+COMPLETION = [{"role": "assistant", "content": "2 + 3 = 5<end_working_out><SOLUTION>5</SOLUTION>"}]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    path = build_tiny_base(TINY, PromptConfig(), CORPUS, tmp_path_factory.mktemp("tiny"), max_seq_length=128)
+    return apply_chat_template_to(AutoTokenizer.from_pretrained(path), PromptConfig())
+
+
+@pytest.mark.parametrize(
+    ("messages", "generation_prompt", "expected"),
+    [
+        (
+            PROMPT,
+            True,
+            HEAD + "<|im_start|>user\nWhat is 2 + 3?<|im_end|><|im_start|>assistant\n<start_working_out>",
+        ),
+        (PROMPT, False, HEAD + "<|im_start|>user\nWhat is 2 + 3?<|im_end|>"),
+        (
+            [{"role": "system", "content": "Be brief."}, *PROMPT, *COMPLETION],
+            False,
+            (
+                "<|im_start|>system\nBe brief.<|im_end|><|im_start|>user\nWhat is 2 + 3?<|im_end|>"
+                "<|im_start|>assistant\n<start_working_out>2 + 3 = 5<end_working_out><SOLUTION>5</SOLUTION><|im_end|>"
+            ),
+        ),
+        (  # an assistant message that already carries the opening tag does not get a second one
+            [
+                *PROMPT,
+                {
+                    "role": "assistant",
+                    "content": "<start_working_out>5<end_working_out><SOLUTION>5</SOLUTION>",
+                },
+            ],
+            False,
+            HEAD + "<|im_start|>user\nWhat is 2 + 3?<|im_end|>"
+            "<|im_start|>assistant\n<start_working_out>5<end_working_out><SOLUTION>5</SOLUTION><|im_end|>",
+        ),
+    ],
+)
+def test_template_renders_roles_default_system_prompt_and_reasoning_prefill(
+    tokenizer, messages, generation_prompt, expected
+):
+    rendered = tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=generation_prompt
+    )
+    assert rendered == expected
+
+
+def test_prompt_with_generation_prompt_is_a_prefix_of_the_full_conversation(tokenizer):
+    prompt = tokenizer.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
+    full = tokenizer.apply_chat_template(PROMPT + COMPLETION, tokenize=False)
+    assert full == prompt + COMPLETION[0]["content"] + tokenizer.eos_token
+    prompt_ids = tokenizer.apply_chat_template(PROMPT, add_generation_prompt=True, return_dict=True)[
+        "input_ids"
+    ]
+    full_ids = tokenizer.apply_chat_template(PROMPT + COMPLETION, return_dict=True)["input_ids"]
+    assert full_ids[: len(prompt_ids)] == prompt_ids
+    assert full_ids[-1] == tokenizer.eos_token_id
+
+
+def test_template_round_trips_through_save_pretrained(tokenizer, tmp_path):
+    from transformers import AutoTokenizer
+
+    tokenizer.save_pretrained(tmp_path)
+    assert (tmp_path / "chat_template.jinja").read_text().startswith("{%- set system_prompt")
+    reloaded = AutoTokenizer.from_pretrained(tmp_path)
+    for add in (True, False):
+        expected = tokenizer.apply_chat_template(
+            PROMPT + COMPLETION, tokenize=False, add_generation_prompt=add
+        )
+        assert (
+            reloaded.apply_chat_template(PROMPT + COMPLETION, tokenize=False, add_generation_prompt=add)
+            == expected
+        )
+
+
+def test_tags_are_single_tokens_that_survive_skip_special_tokens(tokenizer):
+    prompt = PromptConfig()
+    for tag in (prompt.reasoning_start, prompt.reasoning_end, prompt.solution_start, prompt.solution_end):
+        assert len(tokenizer(tag, add_special_tokens=False)["input_ids"]) == 1, tag
+    text = "<start_working_out>2 + 3 = 5<end_working_out><SOLUTION>5</SOLUTION>"
+    ids = tokenizer(text + tokenizer.eos_token, add_special_tokens=False)["input_ids"]
+    assert tokenizer.decode(ids, skip_special_tokens=True) == text
+
+
+def test_values_with_quotes_braces_and_newlines_are_baked_in_verbatim(tokenizer):
+    nasty = PromptConfig(system_prompt="Say \"hi\" {{ x }} {% if %}\n\\n 'q' é", reasoning_start="<r'>")
+    tokenizer.chat_template = render_chat_template(nasty, tokenizer.eos_token)
+    rendered = tokenizer.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
+    assert rendered.startswith(f"<|im_start|>system\n{nasty.system_prompt}<|im_end|>")
+    assert rendered.endswith("<|im_start|>assistant\n<r'>")
+    apply_chat_template_to(tokenizer, PromptConfig())
+
+
+def test_unknown_role_is_refused(tokenizer):
+    with pytest.raises(Exception, match="unsupported role tool"):
+        tokenizer.apply_chat_template([{"role": "tool", "content": "x"}], tokenize=False)
+
+
+def test_missing_template_file_is_a_model_error_naming_it():
+    with pytest.raises(ModelError, match="nowhere.jinja not found"):
+        render_chat_template(PromptConfig(chat_template="nowhere.jinja"), "<|im_end|>")
