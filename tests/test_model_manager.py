@@ -72,8 +72,11 @@ def test_lora_trains_a_fraction_and_the_tokenizer_is_ready_for_generation(output
     assert manager.tokenizer.chat_template.startswith("{%- set system_prompt")
 
 
-def test_saved_adapter_reloads_to_identical_logits(output_dir, tmp_path):
-    trained = loaded(tiny_config(output_dir))
+@pytest.mark.parametrize(
+    "lora", [LORA, {**LORA, "modules_to_save": ["embed_tokens"]}], ids=["lora", "lora+embed"]
+)
+def test_saved_adapter_reloads_to_identical_logits(output_dir, tmp_path, lora):
+    trained = loaded(tiny_config(output_dir, lora=lora))
     before = logits(trained)
     perturb(trained.model)
     expected = logits(trained)
@@ -86,12 +89,12 @@ def test_saved_adapter_reloads_to_identical_logits(output_dir, tmp_path):
         "tokenizer.json",
     } <= set(digest(tmp_path / "adapter"))
 
-    resumed = loaded(tiny_config(output_dir))
+    resumed = loaded(tiny_config(output_dir, lora=lora))
     resumed.load_adapter(tmp_path / "adapter")
     assert torch.equal(logits(resumed), expected)
     assert resumed.parameter_counts() == trained.parameter_counts()  # still trainable
 
-    inference = ModelManager.load_for_inference(tiny_config(output_dir), tmp_path / "adapter")
+    inference = ModelManager.load_for_inference(tiny_config(output_dir, lora=lora), tmp_path / "adapter")
     assert not inference.model.training
     assert torch.equal(logits(inference), expected)
 
@@ -167,10 +170,22 @@ def test_full_fine_tuning_trains_everything_and_saves_the_whole_model(output_dir
     assert torch.equal(logits(inference), expected)
 
 
-def test_merged_export_loads_with_plain_transformers_and_generates_the_same(output_dir, tmp_path):
+def test_trained_embeddings_stay_tied_to_the_output_layer(output_dir):
+    manager = loaded(tiny_config(output_dir, lora={**LORA, "modules_to_save": ["embed_tokens"]}))
+    perturb(manager.model)
+    base = manager.model.get_base_model()
+    embedding = base.get_input_embeddings().modules_to_save["default"].weight
+    assert embedding.requires_grad
+    assert base.get_output_embeddings().modules_to_save["default"].weight is embedding
+
+
+@pytest.mark.parametrize(
+    "lora", [LORA, {**LORA, "modules_to_save": ["embed_tokens"]}], ids=["lora", "lora+embed"]
+)
+def test_merged_export_loads_with_plain_transformers_and_generates_the_same(output_dir, tmp_path, lora):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    manager = loaded(tiny_config(output_dir))
+    manager = loaded(tiny_config(output_dir, lora=lora))
     perturb(manager.model, seed=3)
     manager.merge_and_save(tmp_path / "merged")
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()

@@ -64,10 +64,12 @@ def _four_bit_config(compute_dtype: torch.dtype) -> BitsAndBytesConfig:
     )
 
 
-def lora_config(model_config: ModelConfig) -> LoraConfig:
+def lora_config(model_config: ModelConfig, tied_embeddings: bool = False) -> LoraConfig:
     lora = model_config.lora
     assert lora is not None
     return LoraConfig(
+        # A trained copy of a tied embedding must stay the output layer too (the tiny model ties them).
+        ensure_weight_tying=tied_embeddings and bool(lora.modules_to_save),
         r=lora.rank,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
@@ -101,7 +103,8 @@ class HFBackend:
         ):  # adapter init seeded by model.random_state, caller RNG untouched
             torch.manual_seed(model_config.random_state)
             try:
-                model = get_peft_model(model, lora_config(model_config))
+                tied = bool(getattr(model.config, "tie_word_embeddings", False))
+                model = get_peft_model(model, lora_config(model_config, tied))
             except ValueError as exc:
                 raise ModelError(
                     f"model.lora.target_modules: {_first_line(exc)}; list module names this model has"
