@@ -41,7 +41,7 @@ PAD_TOKEN = "<|endoftext|>"  # distinct from eos so padding is never mistaken fo
 TURN_TOKEN = "<|im_start|>"  # opens a turn in the chat template
 _SPECIAL_TOKENS = [PAD_TOKEN, TURN_TOKEN, EOS_TOKEN]
 _MANIFEST = "tiny_manifest.json"  # written last inside the build: its presence marks a finished build
-_BUILD_VERSION = 1  # bump when the build recipe changes, so old caches are not reused
+_BUILD_VERSION = 2  # bump when the build recipe changes, so old caches are not reused
 
 # Used when no corpus is given (e.g. a quick check): enough to give digits, operators and the words of a
 # question their own merges. The pipeline passes texts from the demo data instead.
@@ -114,7 +114,7 @@ def build_tiny_base(
 def _build_into(
     directory: Path, settings: TinyModelSettings, prompt: PromptConfig, texts: list[str], max_seq_length: int
 ) -> None:
-    tokenizer = _train_tokenizer(settings, prompt, texts)
+    tokenizer = _train_tokenizer(settings, prompt, texts, max_seq_length)
     model = _init_model(settings, tokenizer, max_seq_length)
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
@@ -126,7 +126,9 @@ def _build_into(
     (directory / _MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
 
 
-def _train_tokenizer(settings: TinyModelSettings, prompt: PromptConfig, texts: list[str]):
+def _train_tokenizer(
+    settings: TinyModelSettings, prompt: PromptConfig, texts: list[str], max_seq_length: int
+):
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -145,7 +147,7 @@ def _train_tokenizer(settings: TinyModelSettings, prompt: PromptConfig, texts: l
     tokenizer.train_from_iterator([*texts, prompt.system_prompt, " ".join(tags)], trainer=trainer)
     tokenizer.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in tags])
     return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN, model_max_length=1 << 20
+        tokenizer_object=tokenizer, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN, model_max_length=max_seq_length
     )
 
 
