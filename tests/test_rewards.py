@@ -215,6 +215,16 @@ def test_completion_text_joins_multi_message_and_multimodal_content():
     assert reward(completions=[split, None]) == [3.0, 0.0]
 
 
+class Unprintable:
+    def __str__(self):
+        raise RuntimeError("cannot print")
+
+
+def test_an_unreadable_completion_scores_the_minimum_and_a_lone_answer_is_repeated():
+    reward = get_reward("check_answer")
+    assert reward(completions=[Unprintable(), SOLVED.format("4")], answer="4") == [-2.0, 5.0]
+
+
 def test_an_internal_error_scores_the_minimum_and_logs_once(monkeypatch, caplog):
     from llm_finetuning.rewards import _common
 

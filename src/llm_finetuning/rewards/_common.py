@@ -108,18 +108,18 @@ class Reward:
     def __call__(
         self, prompts: Any = None, completions: Any = None, completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        texts = [completion_text(c) for c in completions or []]
+        completions = list(completions or [])
         golds = kwargs.get("answer")
         if self.needs_answer and golds is None:
-            return [None] * len(texts)
-        golds = list(golds) if golds is not None else []
-        return [self._safe_score(text, golds[i] if i < len(golds) else None) for i, text in enumerate(texts)]
+            return [None] * len(completions)
+        golds = _as_list(golds, len(completions))
+        return [self._safe_score(c, golds[i] if i < len(golds) else None) for i, c in enumerate(completions)]
 
-    def _safe_score(self, text: str, gold: Any) -> float | None:
+    def _safe_score(self, completion: Any, gold: Any) -> float | None:
         if self.needs_answer and gold is None:
             return None
         try:
-            return float(self.score_completion(text, gold))
+            return float(self.score_completion(completion_text(completion), gold))
         except Exception:  # a reward must never stop training; the minimum is the safe score
             if self.name not in _LOGGED_ERRORS:
                 _LOGGED_ERRORS.add(self.name)
@@ -127,6 +127,20 @@ class Reward:
                     "reward %s failed on a completion; scoring it %s", self.name, self.bounds()[0]
                 )
             return self.bounds()[0]
+
+
+def _as_list(column: Any, length: int) -> list[Any]:
+    """A dataset column as a list; a lone value (not TRL's form, but seen in hand calls) is repeated."""
+    if column is None:
+        return []
+    if isinstance(column, (list, tuple)):
+        return list(column)
+    if isinstance(column, (str, int, float)):
+        return [column] * length
+    try:
+        return list(column)
+    except TypeError:
+        return [column] * length
 
 
 def _type_hints(cls: type) -> dict[str, Any]:
