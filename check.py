@@ -50,8 +50,11 @@ def backend_rows(config_path: str, missing: list[str]) -> list[tuple[str, str]]:
     if not missing:
         from llm_finetuning.model import choose_backend
 
-        name, reason = choose_backend(dataclasses.replace(config.model, backend="auto"))
-        result.append(("backend (auto)", f"{name}: {reason}"))
+        try:
+            name, reason = choose_backend(dataclasses.replace(config.model, backend="auto"))
+            result.append(("backend (auto)", f"{name}: {reason}"))
+        except PipelineError as exc:  # e.g. load_in_4bit on a machine without CUDA
+            result.append(("backend (auto)", f"cannot run this config here: {exc}"))
     result.append(("free disk at output_dir", f"{free_disk_gib(config.output_dir)} GiB ({config.output_dir})"))
     result.append(("Hugging Face Hub", "reachable" if hub_reachable() else "offline (use configs/tiny.yaml)"))
     return result
