@@ -123,6 +123,7 @@ class RunSession:
         self.recorder.record_phase("sft", result.steps, result.seconds)
         del phase, dataset, raw  # hand memory over to GRPO: the trainer, optimizer and data go now
         free_memory()
+        self.evaluate("after_sft", 0)
         return True
 
     def _continue_from_sft(self) -> None:
@@ -136,9 +137,8 @@ class RunSession:
         if options.resume and self.state.is_done("grpo"):
             logger.info("GRPO already finished (run_state.json); nothing to resume")
             return
-        resuming = options.resume and not sft_ran
-        if not (resuming and self.recorder.summary["eval"]["after_sft"]):
-            self.evaluate("after_sft", 0)
+        if not (sft_ran or (options.resume and self.recorder.summary["eval"]["after_sft"])):
+            self.evaluate("after_sft", 0)  # GRPO step 0 when SFT was skipped or finished earlier
         phase = GRPOTrainingPipeline(
             self.config, self.manager.model, self.manager.tokenizer, self.grpo_data.train,
             self.reward_funcs, self.reward_weights, self.grpo_data.max_completion_length,

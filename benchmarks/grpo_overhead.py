@@ -1,0 +1,110 @@
+"""Our GRPO phase vs a bare TRL GRPOTrainer: same model, data, rewards and settings, side by side in one run.
+
+    uv run python benchmarks/grpo_overhead.py [--steps 30] [--rounds 2]
+
+What "ours" adds around TRL — the checkpoint marker, metrics.jsonl logging, the signal handler, the reward
+registry's never-raise wrappers — must not slow a step down: target ratio <= 1.05. Periodic evaluation is
+excluded (it is generation on the validation set, not training). Both sides start from the same freshly
+built tiny model (weights copied), alternate in rounds to spread machine noise, and the per-step time is
+taken from the wall clock between on_step_begin and on_step_end, median over the steps after a warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class StepTimer(TrainerCallback):
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self._start = 0.0
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.times.append(time.perf_counter() - self._start)
+
+
+def setup(steps: int, output_dir: Path):
+    from llm_finetuning.config import PipelineConfig
+    from llm_finetuning.data import DatasetLoader, DatasetProcessor
+    from llm_finetuning.data.synthetic import tokenizer_corpus
+    from llm_finetuning.model import ModelManager
+    from llm_finetuning.rewards import build_rewards
+
+    config = PipelineConfig.from_yaml(
+        ROOT / "configs" / "tiny.yaml",
+        [f"output_dir={output_dir}", f"grpo_training.max_steps={steps}", f"grpo_training.save_steps={steps}",
+         "grpo_training.eval_strategy=no"],
+    )
+    manager = ModelManager(config, tokenizer_corpus(config.data.synthetic, config.data.seed))
+    model, tokenizer = manager.load()
+    raw = DatasetLoader(config.data.grpo, config.data.seed, synthetic=config.data.synthetic).load()
+    data = DatasetProcessor(config, tokenizer).grpo_dataset(raw, config.data.grpo)
+    funcs, weights = build_rewards(config.rewards, config.prompt)
+    return config, manager, model, tokenizer, data, funcs, weights
+
+
+def time_ours(config, model, tokenizer, data, funcs, weights, output_dir: Path) -> list[float]:
+    from llm_finetuning.training.callbacks import MetricsWriter
+    from llm_finetuning.training.grpo_trainer import GRPOTrainingPipeline
+
+    timer = StepTimer()
+    phase = GRPOTrainingPipeline(config, model, tokenizer, data.train, funcs, weights, data.max_completion_length,
+                                 "hf", MetricsWriter(output_dir / "metrics.jsonl"))
+    phase.callbacks.append(timer)
+    phase.run()
+    return timer.times
+
+
+def time_bare(config, model, tokenizer, data, funcs, weights, output_dir: Path) -> list[float]:
+    from trl import GRPOConfig, GRPOTrainer
+
+    from llm_finetuning.training import trl_compat
+    from llm_finetuning.training.arguments import grpo_arguments
+
+    trl_compat.install()
+    timer = StepTimer()
+    args = GRPOConfig(**grpo_arguments(config, output_dir, "hf", data.max_completion_length, weights))
+    trainer = GRPOTrainer(model=model, args=args, reward_funcs=funcs, train_dataset=data.train,
+                          processing_class=tokenizer, callbacks=[timer])
+    trainer.train()
+    return timer.times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=3, help="steps dropped from the start of each run")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        config, manager, model, tokenizer, data, funcs, weights = setup(args.steps, tmp / "setup")
+        initial = copy.deepcopy(model.state_dict())
+        samples: dict[str, list[float]] = {"bare": [], "ours": []}
+        for round_index in range(args.rounds):
+            for name, runner in (("bare", time_bare), ("ours", time_ours)):
+                model.load_state_dict(initial)
+                times = runner(config, model, tokenizer, data, funcs, weights, tmp / f"{name}{round_index}")
+                samples[name].extend(times[args.warmup:])
+                print(f"round {round_index} {name}: median step {statistics.median(times[args.warmup:]):.3f}s")
+    bare, ours = statistics.median(samples["bare"]), statistics.median(samples["ours"])
+    print(f"\nmedian step time  bare TRL {bare:.3f}s  ours {ours:.3f}s  ratio {ours / bare:.3f} (target <= 1.05)")
+    print(f"steps timed: {len(samples['bare'])} bare, {len(samples['ours'])} ours")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

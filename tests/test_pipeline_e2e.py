@@ -1,0 +1,193 @@
+"""The whole pipeline on the tiny model through TRL's real trainers: outputs, resume, --skip-sft, handover.
+
+These train for real on CPU (a shrunken demo: smaller model, fewer steps, fewer held-out problems), so they
+are marked slow; CI runs them all the same (`uv run pytest`). Deselect locally with `-m "not slow"`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import weakref
+from pathlib import Path
+
+import pytest
+
+from llm_finetuning.config import PipelineConfig
+from llm_finetuning.pipeline import RunOptions, run
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "configs" / "tiny.yaml"
+SHRINK = [
+    "sft_training.max_steps=120",
+    "sft_training.save_steps=60",
+    "sft_training.logging_steps=20",
+    "grpo_training.max_steps=4",
+    "grpo_training.save_steps=2",
+    "grpo_training.eval_steps=2",
+    "grpo_training.per_device_train_batch_size=16",
+    "grpo_training.num_generations=4",
+    "grpo_training.max_completion_length=20",
+    "evaluation.num_samples=24",
+    "evaluation.sampled_k=2",
+    "evaluation.batch_size=24",
+    "data.synthetic.num_eval=24",
+]
+EVAL_KEYS = {"n", "format_accuracy", "answer_accuracy", "sampled_answer_accuracy", "reasoning_present",
+             "avg_reasoning_length", "avg_total_reward"}
+
+pytestmark = pytest.mark.slow
+
+
+def tiny_config(output_dir: Path, *extra: str) -> PipelineConfig:
+    return PipelineConfig.from_yaml(TINY, [*SHRINK, f"output_dir={output_dir}", *extra])
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("tiny_run")
+    summary = run(tiny_config(output_dir), RunOptions())
+    return output_dir, summary
+
+
+def test_run_writes_every_output(finished_run):
+    output_dir, summary = finished_run
+    for name in ("training.log", "config.yaml", "metrics.jsonl", "summary.json", "plots/training.png",
+                 "sft/final", "grpo_saved_lora"):
+        assert (output_dir / name).exists(), name
+    on_disk = json.loads((output_dir / "summary.json").read_text())
+    assert on_disk["eval"] == summary["eval"]
+    for key in ("before_sft", "after_sft", "after_grpo"):
+        assert set(summary["eval"][key]) == EVAL_KEYS
+    assert summary["phases"]["sft"]["steps"] == 120
+    assert summary["phases"]["grpo"]["steps"] == 4
+    assert summary["save_path"] == str((output_dir / "grpo_saved_lora").resolve())
+    assert summary["backend"] == "hf"
+    assert {"torch", "trl", "transformers"} <= set(summary["versions"])
+    assert summary["seconds_total"] > 0 and summary["complete"] is True
+
+
+def test_sft_teaches_the_format(finished_run):
+    _, summary = finished_run
+    before, after = summary["eval"]["before_sft"], summary["eval"]["after_sft"]
+    assert before["format_accuracy"] < 0.2
+    assert after["format_accuracy"] >= 0.8
+    assert after["format_accuracy"] > before["format_accuracy"]
+
+
+def test_metrics_hold_grpo_signals_and_evaluations(finished_run):
+    output_dir, _ = finished_run
+    records = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+    phases = {r["phase"] for r in records}
+    assert {"sft", "grpo", "eval"} <= phases
+    grpo = [r for r in records if r["phase"] == "grpo"]
+    assert any("frac_reward_zero_std" in r for r in grpo)
+    assert any("rewards/check_answer/mean" in r for r in grpo)
+    stages = [r["stage"] for r in records if r["phase"] == "eval"]
+    assert stages[0] == "before_sft" and "after_sft" in stages and stages[-1] == "after_grpo"
+    assert "grpo_step_2" in stages
+
+
+def test_saved_adapter_reloads_and_generates(finished_run):
+    from llm_finetuning.data.synthetic import tokenizer_corpus
+    from llm_finetuning.evaluation.generation import SamplingSettings, generate_completions
+    from llm_finetuning.model import ModelManager
+
+    output_dir, _ = finished_run
+    config = tiny_config(output_dir)
+    manager = ModelManager.load_for_inference(
+        config, output_dir / "grpo_saved_lora", tokenizer_corpus(config.data.synthetic, config.data.seed))
+    question = [{"role": "user", "content": "What is 3 + 4?"}]
+    (completion,), = generate_completions(manager.model, manager.tokenizer, [question],
+                                         SamplingSettings(greedy=True, max_new_tokens=20))
+    assert config.prompt.solution_start in completion
+    manager.free()
+
+
+def _wait_for(predicate, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.2)
+
+
+def _cli(output_dir: Path, *extra: str) -> list[str]:
+    overrides = [arg for item in SHRINK for arg in ("--set", item)]
+    return [sys.executable, str(ROOT / "run_training.py"), "--config", str(TINY), "--output-dir", str(output_dir),
+            *overrides, *extra]
+
+
+def test_sigterm_then_resume_finishes_the_run(tmp_path):
+    more_steps = ["--set", "grpo_training.max_steps=12"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(_cli(tmp_path, *more_steps), cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    marker = tmp_path / "grpo" / "checkpoint-2" / "checkpoint_complete.json"
+    try:
+        _wait_for(marker.exists, timeout=400)
+    finally:
+        process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert "--resume" in stderr.splitlines()[-1]
+    interrupted = json.loads((tmp_path / "summary.json").read_text())
+    assert interrupted["complete"] is False and interrupted["eval"]["after_sft"] is not None
+
+    half_written = tmp_path / "grpo" / "checkpoint-999"  # a save that died: no completion marker
+    half_written.mkdir()
+    (half_written / "trainer_state.json").write_text("{")
+    resumed = subprocess.run(_cli(tmp_path, *more_steps, "--resume"), cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["complete"] is True
+    assert summary["phases"]["grpo"]["steps"] == 12
+    resumed_from = summary["phases"]["grpo"]["resumed_from"]
+    assert "checkpoint-" in resumed_from and not resumed_from.endswith("checkpoint-999")
+    assert summary["phases"]["sft"] == interrupted["phases"]["sft"]  # SFT had finished: not run again
+    assert summary["eval"]["before_sft"] == interrupted["eval"]["before_sft"]
+    assert summary["eval"]["after_grpo"] is not None
+
+
+def test_skip_sft_continues_from_the_saved_sft_adapter(tmp_path):
+    first = run(tiny_config(tmp_path), RunOptions(skip_grpo=True))
+    assert first["eval"]["after_grpo"] is None
+    assert (tmp_path / "sft" / "final").is_dir()
+    second = run(tiny_config(tmp_path), RunOptions(skip_sft=True))
+    # GRPO step 0 of the second run scores exactly what the first run's SFT produced (greedy is deterministic)
+    assert second["eval"]["after_sft"]["format_accuracy"] == first["eval"]["after_sft"]["format_accuracy"]
+    assert second["eval"]["after_sft"]["answer_accuracy"] == first["eval"]["after_sft"]["answer_accuracy"]
+    assert second["phases"]["sft"].get("skipped") is True
+    assert second["eval"]["after_grpo"] is not None
+
+
+def test_sft_trainer_is_freed_after_the_phase(tmp_path):
+    from llm_finetuning.data import DatasetLoader, DatasetProcessor
+    from llm_finetuning.data.synthetic import tokenizer_corpus
+    from llm_finetuning.model import ModelManager
+    from llm_finetuning.training.callbacks import MetricsWriter
+    from llm_finetuning.training.sft_trainer import SFTTrainingPipeline
+
+    config = tiny_config(tmp_path, "sft_training.max_steps=2")
+    manager = ModelManager(config, tokenizer_corpus(config.data.synthetic, config.data.seed))
+    model, tokenizer = manager.load()
+    raw = DatasetLoader(config.data.sft, config.data.seed, synthetic=config.data.synthetic).load()
+    dataset = DatasetProcessor(config, tokenizer).sft_dataset(raw, config.data.sft)
+    phase = SFTTrainingPipeline(config, model, tokenizer, dataset, "hf", MetricsWriter(tmp_path / "m.jsonl"))
+    phase.run()
+    assert isinstance(phase.trainer_ref, weakref.ref)
+    assert phase.trainer_ref() is None
+
+
+def test_importing_the_package_on_cpu_never_imports_unsloth_or_vllm():
+    code = ("import sys, llm_finetuning, llm_finetuning.pipeline, llm_finetuning.session, llm_finetuning.cli;"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('unsloth', 'vllm', 'unsloth_zoo')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
