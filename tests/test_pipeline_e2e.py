@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -123,7 +124,7 @@ def _cli(output_dir: Path, *extra: str) -> list[str]:
 
 
 def test_sigterm_then_resume_finishes_the_run(tmp_path):
-    more_steps = ["--set", "grpo_training.max_steps=12"]
+    more_steps = ["--set", "grpo_training.max_steps=12", "--set", "sft_training.max_steps=10"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(_cli(tmp_path, *more_steps), cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -155,10 +156,17 @@ def test_sigterm_then_resume_finishes_the_run(tmp_path):
     assert summary["eval"]["after_grpo"] is not None
 
 
-def test_skip_sft_continues_from_the_saved_sft_adapter(tmp_path):
-    first = run(tiny_config(tmp_path), RunOptions(skip_grpo=True))
-    assert first["eval"]["after_grpo"] is None
+def test_skip_grpo_stops_after_sft(tmp_path):
+    summary = run(tiny_config(tmp_path, "sft_training.max_steps=5"), RunOptions(skip_grpo=True))
     assert (tmp_path / "sft" / "final").is_dir()
+    assert summary["eval"]["after_sft"] is not None and summary["eval"]["after_grpo"] is None
+    assert summary["phases"]["grpo"]["steps"] == 0
+    assert not (tmp_path / "grpo_saved_lora").exists()
+
+
+def test_skip_sft_continues_from_the_saved_sft_adapter(finished_run, tmp_path):
+    source, first = finished_run
+    shutil.copytree(source, tmp_path, dirs_exist_ok=True)
     second = run(tiny_config(tmp_path), RunOptions(skip_sft=True))
     # GRPO step 0 of the second run scores exactly what the first run's SFT produced (greedy is deterministic)
     assert second["eval"]["after_sft"]["format_accuracy"] == first["eval"]["after_sft"]["format_accuracy"]
