@@ -1,0 +1,111 @@
+"""Pieces of the training layer that need no model: checkpoint choice, run state, callbacks, TRL arguments."""
+
+import json
+import os
+import signal
+from types import SimpleNamespace
+
+import pytest
+from transformers import TrainerControl
+
+from llm_finetuning.config import PipelineConfig
+from llm_finetuning.training.arguments import grpo_arguments, sft_arguments, vllm_wanted
+from llm_finetuning.training.callbacks import GracefulStop, MetricsLogging, MetricsWriter, PeriodicEvaluation
+from llm_finetuning.training.checkpoints import MARKER, CheckpointMarker, RunState, latest_complete_checkpoint
+
+
+def make_checkpoint(root, step, complete):
+    folder = root / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text("{}")
+    if complete:
+        (folder / MARKER).write_text("{}")
+    return folder
+
+
+@pytest.mark.parametrize(("layout", "expected"), [
+    ({}, None),
+    ({2: True}, 2),
+    ({2: True, 4: True}, 4),
+    ({2: True, 4: False}, 2),          # a save that died mid-write is skipped
+    ({2: False, 10: True, 9: True}, 10),
+    ({3: False}, None),
+])
+def test_latest_complete_checkpoint(tmp_path, layout, expected):
+    for step, complete in layout.items():
+        make_checkpoint(tmp_path, step, complete)
+    found = latest_complete_checkpoint(tmp_path)
+    assert (found.name if found else None) == (f"checkpoint-{expected}" if expected else None)
+
+
+def test_checkpoint_marker_is_written_after_save(tmp_path):
+    folder = make_checkpoint(tmp_path, 5, complete=False)
+    CheckpointMarker().on_save(SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(global_step=5), None)
+    assert json.loads((folder / MARKER).read_text()) == {"global_step": 5}
+
+
+def test_run_state_round_trip(tmp_path):
+    state = RunState(tmp_path)
+    assert not state.is_done("sft")
+    state.mark_done("sft", steps=10)
+    assert RunState(tmp_path).is_done("sft")
+    state.clear("sft")
+    assert not state.is_done("sft")
+
+
+def test_metrics_writer_keeps_scalars_only(tmp_path):
+    writer = MetricsWriter(tmp_path / "m.jsonl")
+    MetricsLogging(writer, "grpo").on_log(None, SimpleNamespace(global_step=3), None,
+                                          logs={"reward": 1.5, "nan": float("nan"), "list": [1]})
+    (record,) = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert record["phase"] == "grpo" and record["step"] == 3 and record["reward"] == 1.5
+    assert "nan" not in record and "list" not in record
+
+
+def test_a_failing_evaluation_does_not_stop_training(caplog):
+    def broken(model, step):
+        raise RuntimeError("eval blew up")
+
+    callback = PeriodicEvaluation(every=2, evaluate=broken)
+    state = SimpleNamespace(global_step=2, max_steps=10)
+    callback.on_step_end(None, state, TrainerControl(), model=None)  # must not raise
+    assert "eval blew up" in caplog.text
+
+
+def test_graceful_stop_requests_save_and_stop():
+    stop = GracefulStop()
+    stop.install()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        control = stop.on_step_end(None, None, TrainerControl())
+    finally:
+        stop.restore()
+    assert stop.received == signal.SIGTERM
+    assert control.should_save and control.should_training_stop
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_trl_arguments_follow_the_config_on_cpu(tmp_path):
+    config = PipelineConfig.from_dict({"grpo_training": {"num_generations": 2, "loss_type": "dr_grpo",
+                                                         "importance_sampling_level": "sequence"},
+                                       "vllm_sampling": {"top_k": -1, "min_p": 0.1}})
+    grpo = grpo_arguments(config, tmp_path, "hf", 64, [1.0, 2.0])
+    assert grpo["loss_type"] == "dr_grpo" and grpo["importance_sampling_level"] == "sequence"
+    assert grpo["top_k"] == 0 and grpo["min_p"] == 0.1 and grpo["max_completion_length"] == 64
+    assert grpo["reward_weights"] == [1.0, 2.0]
+    assert grpo["eval_strategy"] == "no"
+    sft = sft_arguments(config, tmp_path, "hf")
+    assert sft["completion_only_loss"] is True and sft["max_length"] == config.model.max_seq_length
+
+
+def test_cpu_runs_fp32_without_checkpointing_or_vllm(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("describes a CPU-only machine")
+    config = PipelineConfig()
+    args = sft_arguments(config, tmp_path, "hf")
+    assert args["bf16"] is False and args["fp16"] is False
+    assert args["gradient_checkpointing"] is False and args["use_cpu"] is True
+    assert vllm_wanted(config, "hf") is False
+    assert vllm_wanted(config.with_overrides(["grpo_training.use_vllm=true"]), "hf") is True
