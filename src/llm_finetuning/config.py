@@ -155,12 +155,41 @@ class SyntheticDataConfig:
     """The offline arithmetic word-problem generator behind ``synthetic:arithmetic``."""
 
     num_train: int = 4000  # training problems generated (SFT and GRPO draw from these)
-    num_eval: int = 200  # held-out problems, disjoint from training
+    num_eval: int = 200  # held-out problems (distinct questions), disjoint from training
     min_operand: int = 0  # smallest operand
     max_operand: int = 20  # largest operand
-    operations: list[str] = field(default_factory=lambda: ["+", "-"])  # operations to draw from
-    num_operations: int = 1  # operations per problem (1 = "a + b", 2 = "a + b - c")
-    eval_fraction_of_pairs: float = 0.15  # share of operand tuples reserved for evaluation only
+    operations: list[str] = field(default_factory=lambda: ["+", "-"])  # drawn from "+", "-", "*"
+    num_operations: int = 1  # operations per problem (1 = "a + b", 2 = "a + b - c"), worked left to right
+    word_problem_fraction: float = 0.5  # share phrased as a story ("Tom has 3 apples..."), rest "What is 3 + 4?"
+    allow_negative: bool = False  # false = redraw problems whose working goes below zero
+    eval_fraction_of_tuples: float = 0.15  # share of (operands, operations) tuples reserved for evaluation
+
+    def __post_init__(self) -> None:
+        _require(self.num_train > 0, "num_train", f"must be > 0 (got {self.num_train})")
+        _require(self.num_eval >= 0, "num_eval", f"must be >= 0 (got {self.num_eval})")
+        _require(
+            self.min_operand <= self.max_operand,
+            "max_operand",
+            f"must be >= min_operand (got {self.min_operand}..{self.max_operand})",
+        )
+        unknown = sorted(set(self.operations) - {"+", "-", "*"})
+        _require(bool(self.operations) and not unknown, "operations", f'use "+", "-", "*" (got {self.operations})')
+        _require(self.num_operations >= 1, "num_operations", f"must be >= 1 (got {self.num_operations})")
+        _require(
+            0 <= self.word_problem_fraction <= 1,
+            "word_problem_fraction",
+            f"must be in [0, 1] (got {self.word_problem_fraction})",
+        )
+        _require(
+            0 <= self.eval_fraction_of_tuples < 1,
+            "eval_fraction_of_tuples",
+            f"must be in [0, 1) (got {self.eval_fraction_of_tuples})",
+        )
+        _require(
+            self.num_eval == 0 or self.eval_fraction_of_tuples > 0,
+            "eval_fraction_of_tuples",
+            "must be > 0 when num_eval > 0 (held-out problems come from held-out tuples)",
+        )
 
 
 @dataclass
