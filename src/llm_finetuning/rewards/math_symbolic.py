@@ -1,0 +1,169 @@
+"""Symbolic equality with sympy, in a worker process that is killed when it overruns.
+
+sympy can run for minutes (or forever) on innocent-looking input, and no Python-level timeout can
+stop it: ``signal.alarm`` only works in the main thread, and ``Pool.get(timeout=…)`` leaves the
+stuck worker running so every later call times out too. So one persistent worker process does the
+sympy work; a call that overruns kills it and starts a replacement at once, so the next call finds a
+fresh worker. A module-level lock serialises calls, which makes this safe from worker threads; the
+process handle lives only in this module, so rewards that use it stay picklable.
+
+The worker is this file run as a script (``python math_symbolic.py --serve``) talking JSON lines over
+its stdin/stdout, not a ``multiprocessing`` spawn/forkserver child: those re-import the caller's
+``__main__`` in the child, so a training script without an ``if __name__ == "__main__"`` guard would
+run again inside the grader. The script needs only sympy and the standard library.
+
+``equal(a, b, timeout)`` takes two ``math_expr.to_python`` strings and returns True, False, or None
+when sympy could not decide in time. Try ``python -m llm_finetuning.rewards.math_symbolic``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import re
+import select
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+STARTUP_TIMEOUT_S = 60.0  # importing sympy in a fresh interpreter; not charged to a comparison
+_SAFE = re.compile(r"^[\w\s+\-*/(),.]*$")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+NAMES = {
+    "pi", "oo", "E", "I", "sqrt", "root", "factorial", "binomial", "Abs", "sin", "cos", "tan", "sec",
+    "csc", "cot", "asin", "acos", "atan", "sinh", "cosh", "tanh", "log", "exp",
+}  # fmt: skip
+
+_lock = threading.Lock()
+_worker: subprocess.Popen | None = None  # the process answering requests
+_spare: subprocess.Popen | None = None  # started alongside, so a killed worker is replaced warm
+_ready: set[int] = set()  # pids that have said "ready"
+
+
+def equal(a: str, b: str, timeout: float = 1.0, relation: str = "equal") -> bool | None:
+    """Whether sympy proves the expressions ``a`` and ``b`` equal (``relation="equal"``) or the
+    equations ``a = 0`` and ``b = 0`` the same (``relation="proportional"``); None on timeout."""
+    with _lock:
+        worker = _ready_worker()
+        try:
+            worker.stdin.write(json.dumps([relation, a, b]) + "\n")
+            worker.stdin.flush()
+            if select.select([worker.stdout], [], [], timeout)[0]:
+                reply = worker.stdout.readline()
+                if reply:
+                    return json.loads(reply)
+        except (OSError, ValueError):
+            pass
+        _replace_worker()
+        return None
+
+
+def _ready_worker() -> subprocess.Popen:
+    if _worker is None or _worker.poll() is not None:
+        _replace_worker()
+    if _worker.pid not in _ready:
+        if not select.select([_worker.stdout], [], [], STARTUP_TIMEOUT_S)[0]:
+            raise RuntimeError("the sympy worker did not start")
+        if _worker.stdout.readline().strip() != "ready":
+            raise RuntimeError("the sympy worker did not start")
+        _ready.add(_worker.pid)
+    return _worker
+
+
+def _replace_worker() -> None:
+    """Kill the current worker (stuck or dead), promote the spare and start a new spare."""
+    global _worker, _spare
+    _kill(_worker)
+    if _spare is None or _spare.poll() is not None:
+        _kill(_spare)
+        _spare = _start()
+    _worker, _spare = _spare, _start()
+
+
+def _start() -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, __file__, "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        bufsize=1,
+    )
+
+
+def _kill(process: subprocess.Popen | None) -> None:
+    if process is not None:
+        process.kill()
+        process.wait(timeout=5)
+        process.stdin.close()
+        process.stdout.close()
+        _ready.discard(process.pid)
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop the worker (also run at interpreter exit)."""
+    global _worker, _spare
+    with _lock:
+        _kill(_worker)
+        _kill(_spare)
+        _worker = _spare = None
+
+
+def worker_pid() -> int | None:
+    """The worker's process id, or None before the first symbolic comparison (for tests)."""
+    return _worker.pid if _worker is not None else None
+
+
+def _serve() -> None:
+    """The worker's loop: answer ``[relation, a, b]`` lines until stdin closes."""
+    import sympy  # noqa: F401  (imported before "ready" so no comparison is charged for it)
+
+    print("ready", flush=True)
+    for line in sys.stdin:
+        try:
+            answer = _compare(*json.loads(line))
+        except Exception:  # noqa: BLE001  (unparsable or unsupported: not provably equal)
+            answer = False
+        print(json.dumps(bool(answer)), flush=True)
+
+
+def _compare(relation: str, a: str, b: str) -> bool:
+    import sympy
+
+    left, right = _parse(a), _parse(b)
+    if relation == "proportional":
+        if left == 0 or right == 0:
+            return False
+        ratio = sympy.simplify(left / right)
+        return bool(ratio.is_number and ratio != 0 and ratio.is_finite)
+    difference = left - right
+    if difference == 0 or sympy.expand(difference) == 0 or sympy.simplify(difference) == 0:
+        return True
+    return not difference.free_symbols and difference.equals(0) is True
+
+
+def _parse(expression: str) -> Any:
+    """Parse a ``math_expr.to_python`` string; anything but its closed vocabulary is refused, so
+    ``parse_expr``'s ``eval`` only ever sees arithmetic."""
+    import sympy
+    from sympy.parsing.sympy_parser import parse_expr
+
+    names = set(_IDENTIFIER.findall(expression))
+    if not _SAFE.match(expression) or any(n not in NAMES and not n.startswith("v_") for n in names):
+        raise ValueError("outside the expression vocabulary")
+    local = {name: getattr(sympy, name) for name in NAMES}
+    local.update({n: sympy.Symbol(n) for n in names if n.startswith("v_")})
+    return parse_expr(expression, local_dict=local, global_dict={"Integer": sympy.Integer})
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        _serve()
+    else:
+        print("sqrt(8) == 2*sqrt(2):", equal("sqrt(8)", "2*sqrt(2)"))
+        started = time.perf_counter()
+        print("a stuck comparison:", equal("factorial(factorial(20))", "1", timeout=0.5))
+        print(f"  returned after {time.perf_counter() - started:.2f} s; next:", equal("1/2", "(2/4)"))
