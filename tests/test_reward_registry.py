@@ -8,36 +8,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-try:
-    import llm_finetuning.rewards.math_grading  # noqa: F401
-except ImportError:  # TEMPORARY stand-in while math_grading.py is being written; remove when it lands
-    import sys
-    import types
-
-    def _extract(completion, *, solution_start="<SOLUTION>", solution_end="</SOLUTION>"):
-        for opening, closing in (
-            (solution_start, solution_end),
-            ("<answer>", "</answer>"),
-            ("\\boxed{", "}"),
-        ):
-            at = completion.rfind(opening)
-            end = completion.find(closing, at + len(opening)) if at >= 0 else -1
-            if end >= 0:
-                return completion[at + len(opening) : end].strip()
-        return None
-
-    def _equivalent(pred, gold, *, timeout=1.0):
-        pred, gold = str(pred).strip(), str(gold).strip()
-        try:
-            return pred == gold or float(pred) == float(gold)
-        except (ValueError, OverflowError):
-            return False
-
-    _stand_in = types.ModuleType("llm_finetuning.rewards.math_grading")
-    _stand_in.extract_answer, _stand_in.is_equivalent = _extract, _equivalent
-    _stand_in.grade = lambda c, g, **kw: (a := _extract(c, **kw)) is not None and _equivalent(a, g)
-    sys.modules[_stand_in.__name__] = _stand_in
-
 from llm_finetuning.rewards import (
     RewardParamError,
     UnknownRewardError,

@@ -25,6 +25,7 @@ _INEQUALITY = re.compile(r"\\leq|\\geq|\\lt|\\gt|<|>")
 _OPERATOR = {"<": "<", ">": ">", "\\lt": "<", "\\gt": ">", "\\leq": "<=", "\\geq": ">="}
 _VARIABLE = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)$")
 _CHOICE = re.compile(r"^\(([A-Ea-e])\)$|^([A-E])$")
+_WORD = re.compile(r"[A-Za-z ]*[A-Za-z]{4}[A-Za-z ]*")
 _SEPARATORS = (",", ";", "\\cup", "or", "and")
 
 
@@ -205,6 +206,8 @@ def scalar_equal(pred: str, gold: str, timeout: float) -> bool:
         return bool(letters[0]) and letters[0] == letters[1]
     if pred.lower() == gold.lower() and pred.replace(" ", "").isalpha():
         return True
+    if _WORD.fullmatch(pred) or _WORD.fullmatch(gold):  # text answers ("Monday") match as text only
+        return False
     left, right = math_expr.to_python(pred), math_expr.to_python(gold)
     if left is None or right is None:
         return False

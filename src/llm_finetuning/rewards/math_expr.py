@@ -354,7 +354,9 @@ def _probe(node: ast.AST, point: complex) -> complex:
         return complex(node.value)
     if isinstance(node, ast.Name):
         if node.id.startswith("v_"):
-            return point * (1 + 0.1 * (sum(map(ord, node.id)) % 7))  # distinct values for distinct variables
+            return complex(point) * (
+                1 + 0.1 * (sum(map(ord, node.id)) % 7)
+            )  # distinct values for distinct variables
         return complex(_PROBE_CONSTANTS[node.id])
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _probe(node.operand, point)

@@ -29,8 +29,10 @@ sympy. Equality is exact, never within a tolerance: ``0.33`` ≠ ``1/3``, ``3.14
 
 **Time bound**: string work is linear; exact arithmetic refuses results over ~6,000 digits; sympy runs
 in a worker process that is killed and replaced when it exceeds ``timeout`` (``math_symbolic``), with
-guards that keep towers, huge powers and factorials away from it. Nothing here raises: any internal
-error is a "not equal".
+guards that keep towers, huge powers and factorials away from it. The worker starts in the background
+on the first comparison; a symbolic comparison that finds it still starting is "not equal" (call
+``warm_up()`` first where the very first cases matter). Nothing here raises: an internal error is a
+"not equal".
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from __future__ import annotations
 import logging
 import re
 
-from . import math_compare
+from . import math_compare, math_symbolic
 from .math_normalize import normalize
 
 logger = logging.getLogger(__name__)
@@ -124,6 +126,8 @@ def is_equivalent(pred: str, gold: str, timeout: float = 1.0) -> bool:
     (True, False)
     """
     try:
+        if not math_symbolic.started():
+            math_symbolic.start()  # warm sympy up in the background while the fast path runs
         if not isinstance(pred, str) or not isinstance(gold, str):
             pred, gold = str(pred), str(gold)
         gold = _gold_slot(gold)
@@ -160,6 +164,13 @@ def _same_digits(pred: str, base: re.Match) -> bool:
     if not match or (match.group(2) and match.group(2) != base.group(2)):
         return False
     return match.group(1).upper() == base.group(1).upper()
+
+
+def warm_up() -> None:
+    """Start the sympy worker and wait until it is ready (seconds, once per process). Optional: a
+    symbolic comparison that finds the worker still starting counts as "not equal", so call this
+    before an evaluation or benchmark whose first cases must be judged exactly."""
+    math_symbolic.start(wait=True)
 
 
 def grade(

@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Any
 
-STARTUP_TIMEOUT_S = 60.0  # importing sympy in a fresh interpreter; not charged to a comparison
+STARTUP_TIMEOUT_S = 60.0  # the most ``start(wait=True)`` waits for sympy's import
 _SAFE = re.compile(r"^[\w\s+\-*/(),.]*$")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 NAMES = {
@@ -44,31 +44,51 @@ _ready: set[int] = set()  # pids that have said "ready"
 
 def equal(a: str, b: str, timeout: float = 1.0, relation: str = "equal") -> bool | None:
     """Whether sympy proves the expressions ``a`` and ``b`` equal (``relation="equal"``) or the
-    equations ``a = 0`` and ``b = 0`` the same (``relation="proportional"``); None on timeout."""
-    with _lock:
-        worker = _ready_worker()
-        try:
-            worker.stdin.write(json.dumps([relation, a, b]) + "\n")
-            worker.stdin.flush()
-            if select.select([worker.stdout], [], [], timeout)[0]:
-                reply = worker.stdout.readline()
-                if reply:
-                    return json.loads(reply)
-        except (OSError, ValueError):
-            pass
+    equations ``a = 0`` and ``b = 0`` the same (``relation="proportional"``); None when that is not
+    known within ``timeout`` seconds, counting any wait for the lock or for a worker still starting."""
+    deadline = time.monotonic() + timeout
+    if not _lock.acquire(timeout=timeout):
+        return None
+    try:
+        worker = _ready_worker(deadline)
+        if worker is None:
+            return None  # still importing sympy: unknown, and left to finish starting
+        worker.stdin.write(json.dumps([relation, a, b]) + "\n")
+        worker.stdin.flush()
+        if select.select([worker.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            reply = worker.stdout.readline()
+            if reply:
+                return json.loads(reply)
         _replace_worker()
         return None
+    except (OSError, ValueError):
+        _replace_worker()
+        return None
+    finally:
+        _lock.release()
 
 
-def _ready_worker() -> subprocess.Popen:
+def start(wait: bool = False) -> None:
+    """Start the worker if none is running (returns at once), or with ``wait`` until it is ready:
+    the first comparison otherwise has to wait for sympy's import (seconds, once per process)."""
+    with _lock:
+        _ready_worker(time.monotonic() + (STARTUP_TIMEOUT_S if wait else 0.0))
+
+
+def _ready_worker(deadline: float) -> subprocess.Popen | None:
+    """The running worker once it has said "ready" (None if it has not by ``deadline``); starts
+    the worker if needed, and the spare once the worker is ready."""
+    global _spare
     if _worker is None or _worker.poll() is not None:
         _replace_worker()
     if _worker.pid not in _ready:
-        if not select.select([_worker.stdout], [], [], STARTUP_TIMEOUT_S)[0]:
-            raise RuntimeError("the sympy worker did not start")
+        if not select.select([_worker.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            return None
         if _worker.stdout.readline().strip() != "ready":
-            raise RuntimeError("the sympy worker did not start")
+            raise OSError("the sympy worker did not start")
         _ready.add(_worker.pid)
+    if _spare is None:  # started only now, so it does not slow the first worker's start
+        _spare = _start()
     return _worker
 
 
@@ -76,10 +96,10 @@ def _replace_worker() -> None:
     """Kill the current worker (stuck or dead), promote the spare and start a new spare."""
     global _worker, _spare
     _kill(_worker)
-    if _spare is None or _spare.poll() is not None:
+    if _spare is not None and _spare.poll() is not None:
         _kill(_spare)
-        _spare = _start()
-    _worker, _spare = _spare, _start()
+        _spare = None
+    _worker, _spare = (_spare, _start()) if _spare is not None else (_start(), None)
 
 
 def _start() -> subprocess.Popen:
@@ -110,6 +130,11 @@ def shutdown() -> None:
         _kill(_worker)
         _kill(_spare)
         _worker = _spare = None
+
+
+def started() -> bool:
+    """Whether a worker process exists (ready or still starting)."""
+    return _worker is not None
 
 
 def worker_pid() -> int | None:
