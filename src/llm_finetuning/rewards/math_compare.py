@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from . import math_expr, math_symbolic
+from .math_normalize import strip_variable
 
 MAX_ELEMENTS = 64  # longer lists are compared as text only
 _MATRIX = re.compile(r"^\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}$")
@@ -26,7 +27,7 @@ _OPERATOR = {"<": "<", ">": ">", "\\lt": "<", "\\gt": ">", "\\leq": "<=", "\\geq
 _VARIABLE = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)$")
 _CHOICE = re.compile(r"^\(([A-Ea-e])\)$|^([A-E])$")
 _WORD = re.compile(r"[A-Za-z ]*[A-Za-z]{4}[A-Za-z ]*")
-_SEPARATORS = (",", ";", "\\cup", "or", "and")
+_SEPARATORS = (",", ";", "\\cup")
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def parse(text: str):
         )
     parts = split_top(text, _SEPARATORS)
     if len(parts) > 1:
-        return Bag(tuple(parse(p) for p in parts[:MAX_ELEMENTS]))
+        return Bag(tuple(parse(strip_variable(p)) for p in parts[:MAX_ELEMENTS]))
     if text.startswith("\\{") and text.endswith("\\}") and _encloses(text, 2):
         return Bag(tuple(parse(p) for p in split_top(text[2:-2], (",", ";"))[:MAX_ELEMENTS]), "set")
     if text[:1] in "([" and text[-1:] in ")]" and _encloses(text, 1):

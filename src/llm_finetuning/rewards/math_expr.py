@@ -26,6 +26,7 @@ MAX_DEPTH = 40  # nested groups
 MAX_BITS = 20_000  # exact results above ~6,000 digits are refused
 MAX_FACTORIAL = 2_000
 MAX_SYMPY_EXPONENT = 1_000
+MAX_SCIENTIFIC_EXPONENT = 1_000  # 1e999999 would build a million-digit integer
 
 FUNCTIONS = {
     "sin": "sin", "cos": "cos", "tan": "tan", "sec": "sec", "csc": "csc", "cot": "cot",
@@ -40,8 +41,15 @@ GREEK = {
 }  # fmt: skip
 NAMES = {"pi", "oo", "E", "I", "sqrt", "root", "factorial", "binomial", "Abs", *FUNCTIONS.values()}
 
+# Known commands first, longest first, so that "\\pir" (spaces removed from "\\pi r") reads as \\pi, r.
+_KNOWN_COMMANDS = sorted(
+    {"frac", "binom", "sqrt", "cdot", "times", "div", "overline", "bar", *FUNCTIONS, *CONSTANTS, *GREEK},
+    key=len,
+    reverse=True,
+)
 _TOKEN = re.compile(
-    r"\s*(?:(?P<num>\d+(?:\.\d*)?(?:[eE][+-]?\d+(?![\d.]))?|\.\d+)|(?P<cmd>\\[A-Za-z]+)"
+    r"\s*(?:(?P<num>\d+(?:\.\d*)?(?:[eE][+-]?\d+(?![\d.]))?|\.\d+)"
+    r"|(?P<cmd>\\(?:" + "|".join(_KNOWN_COMMANDS) + r")|\\[A-Za-z]+)"
     r"|(?P<char>[A-Za-z{}()\[\]^_+\-*/!|']))"
 )
 _REPEATING = re.compile(r"(\d*)\.(\d*)$")
@@ -215,6 +223,9 @@ class _Parser:
 
 
 def _number(text: str) -> str:
+    exponent = text.lower().partition("e")[2]
+    if exponent and abs(int(exponent)) > MAX_SCIENTIFIC_EXPONENT:
+        raise _Unsupported("exponent too large")
     value = Fraction(text)
     return str(value.numerator) if value.denominator == 1 else f"({value.numerator}/{value.denominator})"
 

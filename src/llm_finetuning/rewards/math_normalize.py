@@ -15,7 +15,8 @@
 7. LaTeX spacing (``\\,``, ``\\;``, ``\\!``, ``\\quad``, ``~``) becomes a space.
 8. Trailing unit words after a number or expression go (``5 cm``, ``12 square units``,
    ``3 \\text{ dollars}``); a lone word answer (``Monday``) is kept.
-9. A leading ``x =``, ``y=``, ``\\theta =``, ``f(x) =`` or ``x \\in`` is removed (one variable on the
+9. A word ``or`` / ``and`` between spaces becomes a comma (a list; ``42 or 43`` is then a hedge that
+   matches no single answer). A leading ``x =``, ``y=``, ``\\theta =``, ``f(x) =`` or ``x \\in`` is removed (one variable on the
    left); other equations are kept whole and compared as equations.
 10. Trailing punctuation (``.``, ``,``, ``;``, ``:``) and surrounding space are removed.
 11. A mixed number written with a space (``2 1/2``) becomes ``2\\frac{1}{2}``; then spaces are
@@ -38,7 +39,7 @@ _COMMANDS = [
     ("\\Bigr", ""), ("\\big", ""), ("\\Big", ""), ("\\(", ""), ("\\)", ""), ("\\[", ""), ("\\]", ""),
     ("^{\\circ}", ""), ("^\\circ", ""), ("{}^\\circ", ""), ("\\circ", ""), ("\\degree", ""), ("\\%", ""),
     ("%", ""), ("\\$", ""), ("$", ""), ("\\leqslant", "\\leq"), ("\\geqslant", "\\geq"), ("\\ne ", "\\neq "),
-    ("{,}", ""), ("\\!", ""), ("\\,", " "), ("\\;", " "), ("\\:", " "), ("\\ ", " "), ("\\qquad", " "),
+    ("{,}", ""), ("\\!", ""), ("\\,", " "), ("\\;", " "), ("\\:", " "), ("\\qquad", " "),
     ("\\quad", " "), ("~", " "), ("\\lbrace", "\\{"), ("\\rbrace", "\\}"), ("\\lvert", "|"), ("\\rvert", "|"),
     ("\\vert", "|"), ("\\mid", "|"), ("\\colon", ":"), ("\\cdotp", "\\cdot"),
 ]  # fmt: skip
@@ -74,6 +75,8 @@ _LEADING_VARIABLE = re.compile(
 _MIXED = re.compile(r"^(-?\d+)\s+(\d+)\s*/\s*(\d+)$")
 _SPACE_BETWEEN_WORDS = re.compile(r"(?<=[A-Za-z])\s+(?=[A-Za-z])")
 _SPACE = re.compile(r"\s+")
+_OR_AND = re.compile(r"\s+(?:or|and)\s+")
+_BACKSLASH_SPACE = re.compile(r"(?<!\\)\\ ")  # "\ " is a space; "\\ " is a matrix row end and a space
 
 
 def normalize(text: str) -> str:
@@ -88,11 +91,13 @@ def normalize(text: str) -> str:
     for old, new in _COMMANDS:
         if old in text:
             text = text.replace(old, new)
+    text = _BACKSLASH_SPACE.sub(" ", text)
     for pattern, new in _RELATIONS:
         text = pattern.sub(lambda _, new=new: new, text)
-    text = _unwrap(text).strip()
+    text = _strip_outer_braces(_unwrap(text).strip())
     text = _strip_units(text)
-    text = _LEADING_VARIABLE.sub("", text, count=1).strip()
+    text = _OR_AND.sub(",", text)
+    text = strip_variable(text)
     text = text.rstrip(" .,;:").strip()
     if _THOUSANDS.fullmatch(text):
         text = text.replace(",", "")
@@ -114,6 +119,24 @@ def _unwrap(text: str) -> str:
             break
         text = unwrapped
     return text
+
+
+def strip_variable(text: str) -> str:
+    """``text`` without a leading ``x =`` / ``x \\in`` (rule 9), for each element of a list too."""
+    return _LEADING_VARIABLE.sub("", text, count=1).strip()
+
+
+def _strip_outer_braces(text: str) -> str:
+    """``{{1}}`` → ``1``: all redundant outer braces in one linear pass."""
+    count = min(len(text) - len(text.lstrip("{")), len(text) - len(text.rstrip("}")))
+    if count == 0:
+        return text
+    inner, depth = text[count:-count], 0
+    for char in inner:
+        depth += (char == "{") - (char == "}")
+        if depth < 0:
+            return text
+    return inner.strip() if depth == 0 else text
 
 
 def _strip_units(text: str) -> str:
