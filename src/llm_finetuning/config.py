@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 DatasetFormat = Literal["auto", "openmathreasoning", "dapo", "gsm8k", "math", "numina", "columns", "synthetic"]
+HeldoutBy = Literal["tuples", "wording"]
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 
 
@@ -162,9 +163,15 @@ class SyntheticDataConfig:
     num_operations: int = 1  # operations per problem (1 = "a + b", 2 = "a + b - c"), worked left to right
     word_problem_fraction: float = 0.5  # share phrased as a story ("Tom has 3 apples..."), rest "What is 3 + 4?"
     allow_negative: bool = False  # false = redraw problems whose working goes below zero
-    eval_fraction_of_tuples: float = 0.15  # share of (operands, operations) tuples reserved for evaluation
+    eval_fraction_of_tuples: float = 0.15  # heldout_by=tuples: share of (operands, operations) tuples held out
+    heldout_by: HeldoutBy = "tuples"  # held out: "tuples" (unseen facts) or "wording" (unseen name+item stories)
 
     def __post_init__(self) -> None:
+        _require(
+            self.heldout_by in ("tuples", "wording"),
+            "heldout_by",
+            f'must be "tuples" or "wording" (got {self.heldout_by!r})',
+        )
         _require(self.num_train > 0, "num_train", f"must be > 0 (got {self.num_train})")
         _require(self.num_eval >= 0, "num_eval", f"must be >= 0 (got {self.num_eval})")
         _require(
@@ -186,7 +193,7 @@ class SyntheticDataConfig:
             f"must be in [0, 1) (got {self.eval_fraction_of_tuples})",
         )
         _require(
-            self.num_eval == 0 or self.eval_fraction_of_tuples > 0,
+            self.num_eval == 0 or self.heldout_by == "wording" or self.eval_fraction_of_tuples > 0,
             "eval_fraction_of_tuples",
             "must be > 0 when num_eval > 0 (held-out problems come from held-out tuples)",
         )

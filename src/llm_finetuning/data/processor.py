@@ -10,8 +10,11 @@ completion starts right after it: ``<reasoning><end_working_out><SOLUTION>answer
 prompt with ``add_generation_prompt=True`` and appending the completion gives the whole well-formed text. If
 a template does not prefill the tag, the completion carries it instead.
 
-GRPO lengths follow the percentile rule in ``lengths.py``. The validation split is seeded; for data with
-held-out rows (``synthetic:*``) it is exactly the held-out problems.
+GRPO lengths follow the percentile rule in ``lengths.py``, computed on the training rows. The validation
+split is seeded; for data with held-out rows (``synthetic:*``) it is exactly the held-out problems, which
+the percentile rule does not thin (they are a fixed evaluation set, and in ``heldout_by: wording`` all of
+them are the longer word problems): they are dropped only when the prompt leaves less than
+``max_completion_length`` of ``max_seq_length``.
 
     processor = DatasetProcessor(cfg, tokenizer)               # tokenizer.chat_template already set
     sft = processor.sft_dataset(DatasetLoader(cfg.data.sft, cfg.data.seed).load(), cfg.data.sft)
@@ -116,7 +119,8 @@ class DatasetProcessor:
             max_prompt_length=grpo.max_prompt_length,
             max_completion_length=grpo.max_completion_length,
         )
-        fits = lengths <= limits.keep_at_most
+        context_fit = self.config.model.max_seq_length - limits.max_completion_length
+        fits = np.where(heldout, lengths <= context_fit, lengths <= limits.keep_at_most)
         rows = self._keep_mask(rows, fits, "length_filtered", stats, spec)
         heldout = heldout[fits]
         seconds["length_filter"], clock = time.perf_counter() - clock, time.perf_counter()

@@ -5,9 +5,18 @@ time after SFT (shared/notes/stack.md). Difficulty is tuned through ``SyntheticD
 operations, operations per problem, the share of story-style questions, and the share of held-out tuples.
 
 A problem is an (operands, operations) tuple rendered either bare ("What is 3 + 4?") or as a story ("Tom
-has 3 apples. He finds 4 more. ..."). Every tuple is assigned to training or evaluation by a seeded hash,
-so a held-out problem is unseen in every phrasing. The working is evaluated left to right, one line per
-operation ("7 + 5 = 12\\n12 - 3 = 9"); the bare question adds parentheses where precedence would differ.
+has 3 apples. He finds 4 more. ..."). The working is evaluated left to right, one line per operation
+("7 + 5 = 12\\n12 - 3 = 9"); the bare question adds parentheses where precedence would differ.
+
+What is held out (``heldout_by``):
+  ``tuples``   a seeded hash assigns each whole tuple to training or evaluation, so a held-out problem is
+               unseen in every phrasing: it tests arithmetic facts the model never saw.
+  ``wording``  a seeded ~20 % of the (name, item) pairings ("Tom" with "coins") never occur in training;
+               held-out problems are word problems with those pairings over the same facts as training:
+               they test reading a new story, not knowing a new sum. Bare questions are always training.
+Why both: with a ~1M-parameter model and single-digit sums, holding out whole operand tuples means the model
+never saw the fact and GRPO cannot teach it (held-out accuracy +4 points); with the wording held out, GRPO
+raised sampled held-out accuracy from 0.455 to 0.63.
 
 Raw rows: ``question``, ``answer`` (the integer as a string), ``solution`` (the working), ``split``
 ("train" | "eval"), ``kind`` ("word" | "bare"), ``operations`` (e.g. "+ -"), ``operands`` (list of ints).
@@ -33,7 +42,7 @@ if TYPE_CHECKING:
 
     from ..config import PromptConfig
 
-__all__ = ["GENERATORS", "generate_arithmetic", "tokenizer_corpus"]
+__all__ = ["GENERATORS", "generate_arithmetic", "heldout_pairings", "tokenizer_corpus"]
 
 _OPERATIONS = ("+", "-", "*")
 _NAMES = (("Tom", "He"), ("Sara", "She"), ("Ali", "He"), ("Mia", "She"), ("Ben", "He"), ("Lena", "She"))
@@ -44,6 +53,7 @@ _STEPS = {
     "*": ("Then the number of {item} grows {n} times.",),
 }
 _MAX_ROUNDS = 50  # draws of candidate tuples before giving up on a too-small problem space
+_HELDOUT_PAIRING_SHARE = 0.2  # heldout_by = "wording": share of (name, item) pairings kept out of training
 
 
 def generate_arithmetic(cfg: SyntheticDataConfig, seed: int) -> Dataset:
@@ -52,7 +62,7 @@ def generate_arithmetic(cfg: SyntheticDataConfig, seed: int) -> Dataset:
 
     rng = np.random.default_rng(seed)
     rows = _draw_rows(cfg, rng, seed, heldout=False, count=cfg.num_train)
-    rows += _draw_rows(cfg, rng, seed, heldout=True, count=cfg.num_eval)
+    rows += _draw_rows(cfg, rng, seed, heldout=True, count=cfg.num_eval, training=rows)
     columns = {key: [row[key] for row in rows] for key in _COLUMNS}
     return Dataset.from_dict(columns)
 
@@ -84,17 +94,28 @@ def tokenizer_corpus(cfg: SyntheticDataConfig, seed: int, prompt: PromptConfig |
 
 
 def _draw_rows(
-    cfg: SyntheticDataConfig, rng: np.random.Generator, seed: int, *, heldout: bool, count: int
+    cfg: SyntheticDataConfig,
+    rng: np.random.Generator,
+    seed: int,
+    *,
+    heldout: bool,
+    count: int,
+    training: list[dict] | None = None,
 ) -> list[dict]:
-    """Draw tuples on the requested side of the held-out hash and render them; eval questions are distinct."""
+    """Draw problems on the requested side of the held-out rule and render them. Held-out questions are
+    distinct and never among the ``training`` rows' questions; in ``wording`` mode they reuse training facts."""
     rows: list[dict] = []
-    seen: set[str] = set()
+    seen = {row["question"] for row in training or []}
+    pairings, word_share = _pairings_and_word_share(cfg, seed, heldout)
     for _ in range(_MAX_ROUNDS):
         if len(rows) >= count:
             break
-        batch = _draw_batch(cfg, rng, 2 * (count - len(rows)) + 16)
+        batch = _draw_batch(cfg, rng, 2 * (count - len(rows)) + 16, pairings, word_share)
+        if heldout and cfg.heldout_by == "wording":
+            _reuse_facts(batch, training or [], rng)
         keep = _valid(batch["operands"], batch["ops"], cfg.allow_negative)
-        keep &= _is_heldout(batch["operands"], batch["ops"], seed, cfg.eval_fraction_of_tuples) == heldout
+        if cfg.heldout_by == "tuples":
+            keep &= _is_heldout(batch["operands"], batch["ops"], seed, cfg.eval_fraction_of_tuples) == heldout
         for index in np.flatnonzero(keep).tolist():
             if len(rows) == count:
                 break
@@ -109,19 +130,52 @@ def _draw_rows(
             f"data.synthetic: found only {len(rows)} of {count} {side} problems in this problem space; widen "
             "min_operand..max_operand or add operations, or lower num_eval / adjust eval_fraction_of_tuples"
         )
-    return rows[:count]
+    return rows
 
 
-def _draw_batch(cfg: SyntheticDataConfig, rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
+def _reuse_facts(batch: dict[str, np.ndarray], training: list[dict], rng: np.random.Generator) -> None:
+    """Replace the batch's drawn tuples with tuples of random training rows: held-out facts are known facts."""
+    chosen = rng.integers(0, len(training), size=len(batch["operands"]))
+    batch["operands"] = np.array([training[i]["operands"] for i in chosen.tolist()], dtype=np.int64)
+    batch["ops"] = np.array(
+        [[_OPERATIONS.index(op) for op in training[i]["operations"].split()] for i in chosen]
+    )
+
+
+def heldout_pairings(seed: int) -> set[tuple[str, str]]:
+    """The (name, item) pairings ``heldout_by = "wording"`` keeps out of training: ~20 %, at least one."""
+    count = max(1, round(_HELDOUT_PAIRING_SHARE * len(_NAMES) * len(_ITEMS)))
+    chosen = np.random.default_rng([seed, 0x5EED]).choice(
+        len(_NAMES) * len(_ITEMS), size=count, replace=False
+    )
+    return {(_NAMES[i // len(_ITEMS)][0], _ITEMS[i % len(_ITEMS)]) for i in chosen.tolist()}
+
+
+def _pairings_and_word_share(cfg: SyntheticDataConfig, seed: int, heldout: bool) -> tuple[np.ndarray, float]:
+    """Pairing ids (name * len(_ITEMS) + item) a side may use, and its share of word problems."""
+    everything = np.arange(len(_NAMES) * len(_ITEMS))
+    if cfg.heldout_by == "tuples":
+        return everything, cfg.word_problem_fraction
+    names = [name for name, _ in _NAMES]
+    held = np.array(sorted(names.index(n) * len(_ITEMS) + _ITEMS.index(i) for n, i in heldout_pairings(seed)))
+    if heldout:
+        return held, 1.0
+    return np.setdiff1d(everything, held), cfg.word_problem_fraction
+
+
+def _draw_batch(
+    cfg: SyntheticDataConfig, rng: np.random.Generator, n: int, pairings: np.ndarray, word_share: float
+) -> dict[str, np.ndarray]:
     """Candidate tuples plus every random choice their rendering needs, drawn as arrays (fast)."""
     symbols = np.array([_OPERATIONS.index(op) for op in cfg.operations])
     k = cfg.num_operations
+    pairing = pairings[rng.integers(0, len(pairings), size=n)]
     return {
         "operands": rng.integers(cfg.min_operand, cfg.max_operand + 1, size=(n, k + 1)),
         "ops": symbols[rng.integers(0, len(symbols), size=(n, k))],  # indices into _OPERATIONS
-        "word": rng.random(n) < cfg.word_problem_fraction,
-        "name": rng.integers(0, len(_NAMES), size=n),
-        "item": rng.integers(0, len(_ITEMS), size=n),
+        "word": rng.random(n) < word_share,
+        "name": pairing // len(_ITEMS),
+        "item": pairing % len(_ITEMS),
         "phrasing": rng.integers(0, 6, size=(n, k)),  # taken modulo the number of phrasings of each step
     }
 
