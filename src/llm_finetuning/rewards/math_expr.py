@@ -313,8 +313,8 @@ def too_big_for_sympy(expression: str) -> bool:
                 isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in ast.walk(node.right)
             ):
                 return True
-            if exponent is not None and abs(exponent) > MAX_SYMPY_EXPONENT:
-                return True
+            if exponent is not None and abs(exponent) * _inner_degree(node.left) > MAX_SYMPY_EXPONENT:
+                return True  # also ((x+1)^{50})^{50}: the exponents multiply
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("factorial", "binomial"):
             values = [exact_value(ast.unparse(a)) for a in node.args]
             if any(v is None or v.denominator != 1 or not 0 <= v <= MAX_FACTORIAL for v in values):
@@ -338,6 +338,19 @@ _PROBE_FUNCTIONS = {
     "factorial": lambda x: math.gamma(x.real + 1), "binomial": lambda n, k: math.comb(int(n.real), int(k.real)),
 }  # fmt: skip
 _PROBE_CONSTANTS = {"pi": math.pi, "E": math.e, "I": 1j}
+
+
+def _inner_degree(node: ast.AST) -> Fraction:
+    """The largest product of literal exponents along nested powers inside ``node`` (1 if none)."""
+    best = Fraction(1)
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.BinOp) and isinstance(child.op, ast.Pow):
+            exponent = exact_value(ast.unparse(child.right))
+            inner = abs(exponent) if exponent is not None else Fraction(1)
+            best = max(best, inner * _inner_degree(child.left))
+        else:
+            best = max(best, _inner_degree(child))
+    return best
 
 
 def could_be_equal(left: str, right: str) -> bool:

@@ -122,8 +122,10 @@ def _answer_is(completion: str) -> str | None:
 def is_equivalent(pred: str, gold: str, timeout: float = 1.0) -> bool:
     """Whether answer ``pred`` equals gold answer ``gold`` under the conventions above.
 
-    >>> is_equivalent("(x+1)^2", "x^2+2x+1"), is_equivalent("25\\\\%", "0.25")
+    >>> is_equivalent("14/4", "3.5"), is_equivalent("25\\\\%", "0.25")
     (True, False)
+    >>> warm_up(); is_equivalent("(x+1)^2", "x^2+2x+1")
+    True
     """
     try:
         if not math_symbolic.started():

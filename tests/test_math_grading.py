@@ -1,0 +1,134 @@
+"""The math grader: every labelled case in tests/data/grader_cases.jsonl, extraction, the time bound,
+use from worker threads, and the sympy worker being killed and replaced when it hangs."""
+
+import concurrent.futures
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from llm_finetuning.rewards import math_grading, math_symbolic
+from llm_finetuning.rewards.math_grading import extract_answer, grade, is_equivalent
+
+CASES_FILE = Path(__file__).parent / "data" / "grader_cases.jsonl"
+TIME_BOUND_S = 2.0
+
+
+def load_cases():
+    """Cases with ``*_parts`` (``[[text, times], ...]``, for megabyte inputs) expanded."""
+    cases = []
+    for line in CASES_FILE.read_text().splitlines():
+        case = json.loads(line)
+        for field in ("completion", "gold"):
+            if f"{field}_parts" in case:
+                case[field] = "".join(text * times for text, times in case.pop(f"{field}_parts"))
+        cases.append(case)
+    return cases
+
+
+CASES = load_cases()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_worker():
+    math_grading.warm_up()  # sympy's import (seconds, once) is not what the time bounds measure
+
+
+def test_the_labelled_set_is_big_and_balanced():
+    negatives = sum(not c["expected"] for c in CASES)
+    assert len(CASES) >= 200
+    assert 0.35 <= negatives / len(CASES) <= 0.5
+    assert sum(c["category"] == "hostile" for c in CASES) >= 20
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{i}-{c['category']}" for i, c in enumerate(CASES)])
+def test_labelled_case(case):
+    started = time.perf_counter()
+    verdict = grade(case["completion"], case["gold"])
+    elapsed = time.perf_counter() - started
+    assert verdict is case["expected"], (case["completion"][:200], case["gold"][:100])
+    assert elapsed < TIME_BOUND_S
+
+
+@pytest.mark.parametrize(
+    ("completion", "expected"),
+    [
+        ("work <SOLUTION> 42 </SOLUTION>", "42"),
+        ("<SOLUTION>1</SOLUTION> retry <SOLUTION>2</SOLUTION>", "2"),
+        ("<SOLUTION>\\boxed{\\frac{1}{2}}</SOLUTION>", "\\frac{1}{2}"),
+        ("<answer>\n7\n</answer>", "7"),
+        ("\\boxed{1} then \\boxed{\\frac{a}{\\sqrt{b}}}", "\\frac{a}{\\sqrt{b}}"),
+        ("\\fbox{3}", "3"),
+        ("\\boxed 5$.", "5"),
+        ("text\n#### 1,234\n", "1,234"),
+        ("So the final answer is $x^2$.", "$x^2$"),
+        ("The answer is: 27", "27"),
+        ("<SOLUTION>42", None),  # cut off: never a fallback to the number in it
+        ("\\boxed{4", None),
+        ("the result is 4", None),
+        ("<SOLUTION></SOLUTION>", None),
+        ("", None),
+    ],
+)
+def test_extract_answer(completion, expected):
+    assert extract_answer(completion) == expected
+
+
+def test_extract_answer_uses_the_configured_tags():
+    assert extract_answer("<ans>4</ans>", solution_start="<ans>", solution_end="</ans>") == "4"
+    assert extract_answer("<SOLUTION>4</SOLUTION>", solution_start="<ans>", solution_end="</ans>") is None
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold", "expected"),
+    [
+        ("14/4", "\\frac72", True),
+        ("0.3333", "\\frac13", False),
+        ("0.\\overline{3}", "\\frac13", True),
+        ("25\\%", "0.25", False),
+        ("x > 3", "(3, \\infty)", True),
+        ("(2, 1)", "(1, 2)", False),
+        ("2, 1", "1, 2", True),
+        ("1011", "1011_2", True),
+        ("11", "1011_2", False),
+        (None, "1", False),
+        ("1", None, False),
+    ],
+)
+def test_is_equivalent(pred, gold, expected):
+    assert is_equivalent(pred, gold) is expected
+
+
+def test_hostile_cases_each_return_within_the_bound():
+    for case in (c for c in CASES if c["category"] == "hostile"):
+        started = time.perf_counter()
+        grade(case["completion"], case["gold"], timeout=1.0)
+        assert time.perf_counter() - started < TIME_BOUND_S, case["completion"][:100]
+
+
+def test_grading_from_worker_threads_matches_the_main_thread():
+    sample = [c for c in CASES if c["category"] != "hostile"]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        verdicts = list(pool.map(lambda c: grade(c["completion"], c["gold"]), sample))
+    assert verdicts == [c["expected"] for c in sample]
+
+
+def test_a_stuck_sympy_worker_is_killed_and_replaced():
+    assert math_symbolic.equal("sqrt(8)", "2*sqrt(2)") is True
+    stuck_pid = math_symbolic.worker_pid()
+    started = time.perf_counter()
+    # Beyond the guards' reach on purpose: sympy would spend minutes on this.
+    assert math_symbolic.equal("factorial(factorial(20))", "1", timeout=0.5) is None
+    assert time.perf_counter() - started < 1.5
+    assert math_symbolic.worker_pid() != stuck_pid
+    # The replacement may still be importing sympy if another kill came just before: allow for it.
+    assert math_symbolic.equal("1/2", "(2/4)", timeout=30) is True
+    assert is_equivalent("\\sqrt{12}", "2\\sqrt3")
+
+
+def test_the_guards_keep_towers_and_huge_factorials_from_sympy():
+    for hostile in ("9^{9^{9^9}}", "1000000!", "2^{10^{10}}", "(10^{100})!"):
+        started = time.perf_counter()
+        assert not is_equivalent(hostile, "1")
+        assert time.perf_counter() - started < 0.1, hostile
