@@ -30,7 +30,7 @@ def tokenizer_for(config, output_dir: str):
     from llm_finetuning.model import build_tiny_base
     from llm_finetuning.model.template import apply_chat_template_to
 
-    corpus = tokenizer_corpus(config.data.synthetic, config.data.seed)
+    corpus = tokenizer_corpus(config.data.synthetic, config.data.seed, config.prompt)
     path = build_tiny_base(
         config.model.tiny, config.prompt, corpus, output_dir, max_seq_length=config.model.max_seq_length
     )

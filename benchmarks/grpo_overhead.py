@@ -48,7 +48,7 @@ def setup(steps: int, output_dir: Path):
         [f"output_dir={output_dir}", f"grpo_training.max_steps={steps}", f"grpo_training.save_steps={steps}",
          "grpo_training.eval_strategy=no"],
     )
-    manager = ModelManager(config, tokenizer_corpus(config.data.synthetic, config.data.seed))
+    manager = ModelManager(config, tokenizer_corpus(config.data.synthetic, config.data.seed, config.prompt))
     model, tokenizer = manager.load()
     raw = DatasetLoader(config.data.grpo, config.data.seed, synthetic=config.data.synthetic).load()
     data = DatasetProcessor(config, tokenizer).grpo_dataset(raw, config.data.grpo)

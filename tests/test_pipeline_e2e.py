@@ -101,7 +101,7 @@ def test_saved_adapter_reloads_and_generates(finished_run):
     output_dir, _ = finished_run
     config = tiny_config(output_dir)
     manager = ModelManager.load_for_inference(
-        config, output_dir / "grpo_saved_lora", tokenizer_corpus(config.data.synthetic, config.data.seed))
+        config, output_dir / "grpo_saved_lora", tokenizer_corpus(config.data.synthetic, config.data.seed, config.prompt))
     question = [{"role": "user", "content": "What is 3 + 4?"}]
     (completion,), = generate_completions(manager.model, manager.tokenizer, [question],
                                          SamplingSettings(greedy=True, max_new_tokens=20))
@@ -183,7 +183,7 @@ def test_sft_trainer_is_freed_after_the_phase(tmp_path):
     from llm_finetuning.training.sft_trainer import SFTTrainingPipeline
 
     config = tiny_config(tmp_path, "sft_training.max_steps=2")
-    manager = ModelManager(config, tokenizer_corpus(config.data.synthetic, config.data.seed))
+    manager = ModelManager(config, tokenizer_corpus(config.data.synthetic, config.data.seed, config.prompt))
     model, tokenizer = manager.load()
     raw = DatasetLoader(config.data.sft, config.data.seed, synthetic=config.data.synthetic).load()
     dataset = DatasetProcessor(config, tokenizer).sft_dataset(raw, config.data.sft)

@@ -64,7 +64,7 @@ class RunSession:
     def load_model(self) -> None:
         corpus = None
         if self.config.model.model_name == TINY_MODEL_NAME:
-            corpus = tokenizer_corpus(self.config.data.synthetic, self.config.data.seed)
+            corpus = tokenizer_corpus(self.config.data.synthetic, self.config.data.seed, self.config.prompt)
         self.manager = ModelManager(self.config, tokenizer_corpus=corpus)
         self.manager.load()
         self.recorder.set(backend=self.manager.backend_name, backend_reason=self.manager.backend_reason)

@@ -14,7 +14,7 @@ from statistics import mean
 from typing import Any
 
 from ..rewards import get_reward
-from ..rewards.math_grading import grade
+from ..rewards.math_grading import grade, warm_up
 
 
 @dataclass
@@ -28,6 +28,9 @@ class CompletionJudge:
     def __post_init__(self) -> None:
         tags = {t: getattr(self.prompt, t) for t in ("reasoning_end", "solution_start", "solution_end")}
         self._format = get_reward("match_format_exactly", **tags)
+        # A symbolic comparison that finds the sympy worker still starting counts as "not equal": start it
+        # now so the first problems of an evaluation are judged like the rest.
+        warm_up()
 
     def is_formatted(self, completions: Sequence[str]) -> list[bool]:
         return [score > 0 for score in self._format(completions=list(completions))]
