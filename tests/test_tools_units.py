@@ -1,0 +1,175 @@
+"""The tools' pure parts on literal inputs: group figures, debug_grpo hints, evaluation figures, export choices."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llm_finetuning.config import PipelineConfig
+from llm_finetuning.errors import DataError, ModelError
+from llm_finetuning.evaluate import breakdowns, summary_figures
+from llm_finetuning.export import config_for_adapter
+from llm_finetuning.tools.common import default_adapter, run_reporting_errors, weighted_total
+from llm_finetuning.tools.debug_grpo import HINTS, HintContext, hints
+from llm_finetuning.tools.group_stats import (
+    distinct_share,
+    group_figures,
+    mean_pairwise_similarity,
+    overall_figures,
+    spread,
+    tag_presence,
+)
+
+
+@pytest.mark.parametrize(
+    ("texts", "share"),
+    [(["a", "a", "a", "a"], 0.25), (["a", "b", "a", "b"], 0.5), (["a", "b", "c", "d"], 1.0), ([], 0.0)],
+)
+def test_distinct_share(texts, share):
+    assert distinct_share(texts) == share
+
+
+@pytest.mark.parametrize(
+    ("texts", "similarity"),
+    [
+        (["7 + 5 = 12", "7 + 5 = 12"], 1.0),
+        (["a b c", "x y z"], 0.0),
+        (["a b c d", "a b c e"], 0.75),
+        (["only one"], 1.0),
+    ],
+)
+def test_mean_pairwise_similarity_compares_whitespace_tokens(texts, similarity):
+    assert mean_pairwise_similarity(texts) == similarity
+
+
+def test_tag_presence_and_spread():
+    assert tag_presence(["<S>1</S>", "<S>2", "3"], ["<S>", "</S>"]) == {"<S>": 0.6667, "</S>": 0.3333}
+    assert spread([1.0, 1.0, 1.0]) == {"mean": 1.0, "std": 0.0}
+    assert spread([0.0, 2.0]) == {"mean": 1.0, "std": 1.4142}  # sample std, as TRL's advantages use
+    assert spread([3.0]) == {"mean": 3.0, "std": 0.0}
+
+
+def test_group_figures_flag_zero_std_and_truncation():
+    figures = group_figures(
+        ["x", "x", "y", "z"],
+        [True, False, True, True],
+        ["<S>"],
+        {"r": [1.0, 1.0, 1.0, 1.0]},
+        [2.0, 2.0, 2.0, 2.0],
+    )
+    assert figures["distinct"] == 0.75 and figures["truncated"] == 0.25
+    assert figures["rewards"] == {"r": {"mean": 1.0, "std": 0.0}}
+    assert figures["zero_std"] is True
+
+
+def test_overall_figures_average_the_groups():
+    groups = [
+        group_figures(["a", "a"], [True, True], ["<S>"], {"r": [0.0, 0.0]}, [0.0, 0.0]),
+        group_figures(["<S>a", "b"], [True, False], ["<S>"], {"r": [0.0, 2.0]}, [0.0, 2.0]),
+    ]
+    overall = overall_figures(groups)
+    assert overall["distinct"] == 0.75 and overall["zero_std_groups"] == 0.5
+    assert overall["tags"] == {"<S>": 0.25} and overall["truncation_rate"] == 0.25
+    assert overall["rewards"]["r"] == {"mean": 0.5, "std": 0.7071}
+
+
+HEALTHY = {"distinct": 0.9, "tags": {"<SOLUTION>": 0.95}, "zero_std_groups": 0.1, "truncation_rate": 0.0}
+CTX = HintContext(temperature=1.0, num_generations=4, max_new_tokens=24, trained=True)
+
+
+@pytest.mark.parametrize(
+    ("change", "context", "fired"),
+    [
+        ({}, {}, set()),
+        ({}, {"temperature": 0.05}, {"low_temperature"}),
+        ({"distinct": 0.25}, {}, {"identical_completions"}),
+        ({"distinct": 0.4}, {}, {"identical_completions"}),
+        ({"tags": {"<SOLUTION>": 0.3}}, {}, {"tags_missing"}),
+        ({"zero_std_groups": 0.75}, {}, {"constant_rewards"}),
+        ({"truncation_rate": 0.5}, {}, {"truncated"}),
+    ],
+    ids=["healthy", "cold", "identical", "low-diversity", "no-tags", "constant", "truncated"],
+)
+def test_each_hint_fires_on_its_symptom_only(change, context, fired):
+    ctx = HintContext(**{**CTX.__dict__, **context})
+    assert {hint["id"] for hint in hints({**HEALTHY, **change}, ctx)} == fired
+
+
+def test_hints_registry_names_every_check():
+    assert set(HINTS) == {
+        "low_temperature",
+        "identical_completions",
+        "tags_missing",
+        "constant_rewards",
+        "truncated",
+    }
+
+
+def test_tags_missing_without_an_adapter_says_to_run_sft():
+    ctx = HintContext(**{**CTX.__dict__, "trained": False})
+    (hint,) = hints({**HEALTHY, "tags": {"<SOLUTION>": 0.0}}, ctx)
+    assert "run SFT first" in hint["message"]
+
+
+def _result(correct, formatted, tokens, subject, rewards):
+    return {"correct": correct, "passed": any(correct), "formatted": formatted, "num_tokens": tokens,
+            "finished": [True] * len(correct), "total_reward": rewards, "rewards": {"r": rewards},
+            "subject": subject}  # fmt: skip
+
+
+def test_summary_figures_and_breakdowns_for_k_samples():
+    results = [
+        _result([True, False], [True, True], [10, 20], "algebra", [1.0, 0.0]),
+        _result([False, False], [False, True], [30, 40], "algebra", [0.0, 0.0]),
+        _result([True, True], [True, True], [5, 5], "geometry", [1.0, 1.0]),
+    ]
+    figures = summary_figures(results, k=2)
+    assert figures["accuracy"] == 0.5 and figures["pass@2"] == 0.6667
+    assert figures["format_accuracy"] == 0.8333 and figures["avg_length_tokens"] == 18.3333
+    assert figures["rewards"] == {"r": 0.5}
+    tables = breakdowns(results, k=2)
+    assert set(tables) == {"subject"}  # no level column
+    assert tables["subject"]["algebra"] == {"n": 2, "accuracy": 0.25, "format_accuracy": 0.75, "pass@2": 0.5,
+                                            "avg_length_tokens": 25.0}  # fmt: skip
+    assert tables["subject"]["geometry"]["pass@2"] == 1.0
+
+
+def test_weighted_total_is_the_sum_grpo_optimises():
+    assert weighted_total({"a": [1.0, 0.0], "b": [2.0, -1.0]}, [1.0, 0.5]) == [2.0, -0.5]
+
+
+def test_config_for_adapter_follows_the_save_not_the_config(tmp_path):
+    config = PipelineConfig.from_yaml("configs/tiny.yaml")  # lora: null
+    lora_dir, full_dir = tmp_path / "lora", tmp_path / "full"
+    lora_dir.mkdir()
+    full_dir.mkdir()
+    (lora_dir / "adapter_config.json").write_text(
+        json.dumps({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj"]})
+    )
+    (full_dir / "config.json").write_text("{}")
+    assert config_for_adapter(config, lora_dir).model.lora.rank == 4
+    assert config_for_adapter(config, full_dir).model.uses_lora is False
+    with_lora = config.with_overrides([]).replace(model=config_for_adapter(config, lora_dir).model)
+    assert config_for_adapter(with_lora, full_dir).model.lora is None
+
+
+def test_default_adapter_prefers_the_grpo_save_then_sft_final(tmp_path):
+    config = PipelineConfig.from_yaml("configs/tiny.yaml", [f"output_dir={tmp_path}"])
+    with pytest.raises(ModelError, match="pass --adapter PATH"):
+        default_adapter(config)
+    (tmp_path / "sft" / "final").mkdir(parents=True)
+    assert default_adapter(config) == tmp_path / "sft" / "final"
+    (tmp_path / "grpo_saved_lora").mkdir()
+    assert default_adapter(config) == tmp_path / "grpo_saved_lora"
+    assert default_adapter(config, prefer_grpo=False) == tmp_path / "sft" / "final"
+
+
+def test_run_reporting_errors_prints_one_line_and_exits_2_but_keeps_bugs(capsys):
+    def user_error() -> int:
+        raise DataError("data.jsonl: no rows; point --data at a file")
+
+    assert run_reporting_errors(user_error) == 2
+    assert capsys.readouterr().err == "error: data.jsonl: no rows; point --data at a file\n"
+    with pytest.raises(ZeroDivisionError):
+        run_reporting_errors(lambda: 1 // 0)
