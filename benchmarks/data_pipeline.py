@@ -26,11 +26,11 @@ STAGES = ("format", "tokenize", "length_filter", "split")
 def tokenizer_for(config, output_dir: str):
     from transformers import AutoTokenizer
 
-    from llm_finetuning.data import tokenizer_corpus
+    from llm_finetuning.data.synthetic import tokenizer_corpus_for
     from llm_finetuning.model import build_tiny_base
     from llm_finetuning.model.template import apply_chat_template_to
 
-    corpus = tokenizer_corpus(config.data.synthetic, config.data.seed, config.prompt)
+    corpus = tokenizer_corpus_for(config)
     path = build_tiny_base(
         config.model.tiny, config.prompt, corpus, output_dir, max_seq_length=config.model.max_seq_length
     )

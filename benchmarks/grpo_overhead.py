@@ -39,7 +39,7 @@ class StepTimer(TrainerCallback):
 def setup(steps: int, output_dir: Path):
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data import DatasetLoader, DatasetProcessor
-    from llm_finetuning.data.synthetic import tokenizer_corpus
+    from llm_finetuning.data.synthetic import tokenizer_corpus_for
     from llm_finetuning.model import ModelManager
     from llm_finetuning.rewards import build_rewards
 
@@ -48,7 +48,7 @@ def setup(steps: int, output_dir: Path):
         [f"output_dir={output_dir}", f"grpo_training.max_steps={steps}", f"grpo_training.save_steps={steps}",
          "grpo_training.eval_strategy=no"],
     )
-    manager = ModelManager(config, tokenizer_corpus(config.data.synthetic, config.data.seed, config.prompt))
+    manager = ModelManager(config, tokenizer_corpus_for(config))
     model, tokenizer = manager.load()
     raw = DatasetLoader(config.data.grpo, config.data.seed, synthetic=config.data.synthetic).load()
     data = DatasetProcessor(config, tokenizer).grpo_dataset(raw, config.data.grpo)
@@ -91,7 +91,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        config, manager, model, tokenizer, data, funcs, weights = setup(args.steps, tmp / "setup")
+        config, _manager, model, tokenizer, data, funcs, weights = setup(args.steps, tmp / "setup")
         initial = copy.deepcopy(model.state_dict())
         samples: dict[str, list[float]] = {"bare": [], "ours": []}
         for round_index in range(args.rounds):

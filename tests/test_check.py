@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="describes the CPU-only machine")
 def test_check_on_cpu_names_the_backend():
-    result = subprocess.run([sys.executable, "check.py"], capture_output=True, text=True, cwd=ROOT, timeout=180)
+    result = subprocess.run([sys.executable, "check.py"], capture_output=True, text=True, cwd=ROOT, timeout=180, check=False)
     assert result.returncode == 0, result.stderr
     assert "no CUDA GPU found" in result.stdout
     assert "backend (auto)           hf:" in result.stdout

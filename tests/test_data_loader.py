@@ -69,6 +69,7 @@ def test_shuffle_is_seeded_and_max_samples_caps(tmp_path):
             "(found ['.csv', '.jsonl'])",
         ),
         (lambda tmp: _text(tmp / "broken.parquet", "not parquet"), "broken.parquet: cannot read the file ("),
+        (lambda tmp: _text(tmp / "empty.jsonl", ""), "empty.jsonl: the file is empty"),
     ],
 )
 def test_local_file_errors_are_one_line(tmp_path, make, message):

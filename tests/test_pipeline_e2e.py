@@ -94,14 +94,14 @@ def test_metrics_hold_grpo_signals_and_evaluations(finished_run):
 
 
 def test_saved_adapter_reloads_and_generates(finished_run):
-    from llm_finetuning.data.synthetic import tokenizer_corpus
+    from llm_finetuning.data.synthetic import tokenizer_corpus_for
     from llm_finetuning.evaluation.generation import SamplingSettings, generate_completions
     from llm_finetuning.model import ModelManager
 
     output_dir, _ = finished_run
     config = tiny_config(output_dir)
     manager = ModelManager.load_for_inference(
-        config, output_dir / "grpo_saved_lora", tokenizer_corpus(config.data.synthetic, config.data.seed, config.prompt))
+        config, output_dir / "grpo_saved_lora", tokenizer_corpus_for(config))
     question = [{"role": "user", "content": "What is 3 + 4?"}]
     (completion,), = generate_completions(manager.model, manager.tokenizer, [question],
                                          SamplingSettings(greedy=True, max_new_tokens=20))
@@ -144,7 +144,7 @@ def test_sigterm_then_resume_finishes_the_run(tmp_path):
     half_written.mkdir()
     (half_written / "trainer_state.json").write_text("{")
     resumed = subprocess.run(_cli(tmp_path, *more_steps, "--resume"), cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=600)
+                             capture_output=True, text=True, timeout=600, check=False)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["complete"] is True
@@ -177,13 +177,13 @@ def test_skip_sft_continues_from_the_saved_sft_adapter(finished_run, tmp_path):
 
 def test_sft_trainer_is_freed_after_the_phase(tmp_path):
     from llm_finetuning.data import DatasetLoader, DatasetProcessor
-    from llm_finetuning.data.synthetic import tokenizer_corpus
+    from llm_finetuning.data.synthetic import tokenizer_corpus_for
     from llm_finetuning.model import ModelManager
     from llm_finetuning.training.callbacks import MetricsWriter
     from llm_finetuning.training.sft_trainer import SFTTrainingPipeline
 
     config = tiny_config(tmp_path, "sft_training.max_steps=2")
-    manager = ModelManager(config, tokenizer_corpus(config.data.synthetic, config.data.seed, config.prompt))
+    manager = ModelManager(config, tokenizer_corpus_for(config))
     model, tokenizer = manager.load()
     raw = DatasetLoader(config.data.sft, config.data.seed, synthetic=config.data.synthetic).load()
     dataset = DatasetProcessor(config, tokenizer).sft_dataset(raw, config.data.sft)
@@ -196,6 +196,6 @@ def test_sft_trainer_is_freed_after_the_phase(tmp_path):
 def test_importing_the_package_on_cpu_never_imports_unsloth_or_vllm():
     code = ("import sys, llm_finetuning, llm_finetuning.pipeline, llm_finetuning.session, llm_finetuning.cli;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('unsloth', 'vllm', 'unsloth_zoo')))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

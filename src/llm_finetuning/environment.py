@@ -67,5 +67,5 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     try:
         with urllib.request.urlopen("https://huggingface.co/api/models?limit=1", timeout=timeout):
             return True
-    except Exception:  # any network failure means "offline" here
+    except (OSError, ValueError):  # any network failure (URLError, timeout, refused) means "offline" here
         return False

@@ -12,8 +12,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .environment import device_description, package_versions
 from .atomic_io import write_json_atomic
+from .environment import device_description, package_versions
 
 logger = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from typing import Any
 
 from .config import PipelineConfig
 from .data import DatasetLoader, DatasetProcessor
-from .data.synthetic import tokenizer_corpus
+from .data.synthetic import tokenizer_corpus_for
 from .evaluation.evaluator import Evaluator
 from .evaluation.generation import SamplingSettings
 from .evaluation.metrics import CompletionJudge
-from .model import TINY_MODEL_NAME, ModelManager
+from .model import ModelManager
 from .rewards import build_rewards
 from .run_outputs import RunRecorder
 from .training.callbacks import MetricsWriter
@@ -62,10 +62,7 @@ class RunSession:
             self.grpo_phase(options, sft_ran)
 
     def load_model(self) -> None:
-        corpus = None
-        if self.config.model.model_name == TINY_MODEL_NAME:
-            corpus = tokenizer_corpus(self.config.data.synthetic, self.config.data.seed, self.config.prompt)
-        self.manager = ModelManager(self.config, tokenizer_corpus=corpus)
+        self.manager = ModelManager(self.config, tokenizer_corpus=tokenizer_corpus_for(self.config))
         self.manager.load()
         self.recorder.set(backend=self.manager.backend_name, backend_reason=self.manager.backend_reason)
 

@@ -77,6 +77,9 @@ class DatasetLoader:
         import datasets
 
         path, kwargs = self._source()
+        if "data_files" in kwargs and all(Path(f).stat().st_size == 0 for f in kwargs["data_files"]):
+            # datasets raises a bare StopIteration on an empty file; say what is wrong instead
+            raise DataError(f"{self.spec.name}: the file is empty; point data at a file with rows")
         try:
             return datasets.load_dataset(path, **kwargs)
         except (OSError, ValueError, datasets.exceptions.DatasetGenerationError) as exc:

@@ -49,7 +49,7 @@ class SamplingSettings:
             "top_p": self.top_p,
             "num_return_sequences": self.num_samples,
         }
-        kwargs["top_k"] = self.top_k if self.top_k > 0 else 0
+        kwargs["top_k"] = max(0, self.top_k)
         if self.min_p > 0:
             kwargs["min_p"] = self.min_p
         return kwargs

@@ -28,9 +28,6 @@ class CompletionJudge:
     def __post_init__(self) -> None:
         tags = {t: getattr(self.prompt, t) for t in ("reasoning_end", "solution_start", "solution_end")}
         self._format = get_reward("match_format_exactly", **tags)
-        # A symbolic comparison that finds the sympy worker still starting counts as "not equal": start it
-        # now so the first problems of an evaluation are judged like the rest.
-        warm_up()
 
     def is_formatted(self, completions: Sequence[str]) -> list[bool]:
         return [score > 0 for score in self._format(completions=list(completions))]
@@ -55,6 +52,9 @@ class CompletionJudge:
 def summarize(judge: CompletionJudge, greedy: Sequence[str], sampled: Sequence[Sequence[str]] | None,
               golds: Sequence[str]) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """The evaluation figures for greedy completions (and k samples per problem), plus per-problem rows."""
+    # A symbolic comparison that finds the sympy worker still starting counts as "not equal": wait for it
+    # (seconds, once per process) so the first problems are judged like the rest.
+    warm_up()
     formatted = judge.is_formatted(greedy)
     correct = [judge.is_correct(c, g) for c, g in zip(greedy, golds, strict=True)]
     reasoning = [judge.reasoning(c) for c in greedy]

@@ -73,13 +73,10 @@ def default_adapter(config: PipelineConfig, prefer_grpo: bool = True) -> Path:
 
 def load_model(config: PipelineConfig, adapter: str | Path | None) -> Any:
     """A ``ModelManager`` in eval mode: base + ``adapter`` (a LoRA or full save), or the base model alone."""
-    from ..model import TINY_MODEL_NAME, ModelManager
+    from ..data.synthetic import tokenizer_corpus_for
+    from ..model import ModelManager
 
-    corpus = None
-    if config.model.model_name == TINY_MODEL_NAME:  # as the session does: the tiny base's tokenizer text
-        from ..data.synthetic import tokenizer_corpus
-
-        corpus = tokenizer_corpus(config.data.synthetic, config.data.seed, config.prompt)
+    corpus = tokenizer_corpus_for(config)
     if adapter is not None:
         return ModelManager.load_for_inference(config, adapter, tokenizer_corpus=corpus)
     manager = ModelManager(config, tokenizer_corpus=corpus)
