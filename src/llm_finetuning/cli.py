@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Two-phase fine-tuning for math reasoning: SFT teaches the format, GRPO improves answers.",
     )
     parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"YAML config (default: {DEFAULT_CONFIG})")
-    parser.add_argument("--skip-sft", action="store_true", help="skip SFT; GRPO starts from <output_dir>/sft/final")
+    parser.add_argument("--skip-sft", action="store_true", help="skip SFT (and the before-SFT evaluation); GRPO starts from <output_dir>/sft/final")
     parser.add_argument("--skip-grpo", action="store_true", help="stop after SFT")
     parser.add_argument("--resume", action="store_true", help="continue unfinished phases from their checkpoints")
     parser.add_argument("--output-dir", help="where checkpoints, logs and the adapter go (config: output_dir)")

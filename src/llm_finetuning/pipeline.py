@@ -6,8 +6,9 @@
 
 The story of a run:
  0. prepare the output dir, logging and the resolved config; choose the backend (unsloth first, if chosen);
- 1. load the data's raw rows and the model (the tiny demo model trains its tokenizer on the demo's text);
- 2. evaluate the untouched model on the held-out problems;
+ 1. load the model (the tiny demo model trains its tokenizer on the demo's text), then the GRPO data and
+    its held-out problems, which every evaluation uses;
+ 2. evaluate the untouched model (only when SFT runs now and ``evaluation.eval_before_sft`` is on);
  3. SFT (or continue from ``sft/final``), save ``sft/final``, drop the trainer and free memory;
  4. evaluate again (= GRPO step 0);
  5. GRPO with periodic evaluation, save the final adapter to ``save_path``;
