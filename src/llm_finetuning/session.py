@@ -103,8 +103,9 @@ class RunSession:
 
     def sft_phase(self, options: Any) -> bool:
         """Run SFT unless skipped or already finished; return whether it ran now."""
-        if options.skip_sft or (options.resume and self.state.is_done("sft")):
-            self._continue_from_sft()
+        finished_earlier = options.resume and self.state.is_done("sft")
+        if options.skip_sft or finished_earlier:
+            self._continue_from_sft(record_skip=not finished_earlier)
             return False
         if self.config.evaluation.eval_before_sft:
             self.evaluate("before_sft", -1)
@@ -117,18 +118,24 @@ class RunSession:
         result = phase.run(resume=options.resume)
         self.manager.save_adapter(self.sft_final)
         self.state.mark_done("sft", steps=result.steps)
-        self.recorder.record_phase("sft", result.steps, result.seconds)
+        self._record_phase("sft", result)
         del phase, dataset, raw  # hand memory over to GRPO: the trainer, optimizer and data go now
         free_memory()
         self.evaluate("after_sft", 0)
         return True
 
-    def _continue_from_sft(self) -> None:
+    def _record_phase(self, phase: str, result: Any) -> None:
+        resumed = {"resumed_from": result.resumed_from} if result.resumed_from else {}
+        self.recorder.record_phase(phase, result.steps, result.seconds, **resumed)
+
+    def _continue_from_sft(self, record_skip: bool) -> None:
+        """Start from ``sft/final``; a resumed run keeps the SFT figures it recorded when SFT ran."""
         if self.sft_final.is_dir():
             self.manager.load_adapter(self.sft_final)
         else:
             logger.warning("no SFT adapter at %s: GRPO starts from the base model", self.sft_final)
-        self.recorder.record_phase("sft", 0, 0.0, skipped=True)
+        if record_skip:
+            self.recorder.record_phase("sft", 0, 0.0, skipped=True)
 
     def grpo_phase(self, options: Any, sft_ran: bool) -> None:
         if options.resume and self.state.is_done("grpo"):
@@ -146,6 +153,6 @@ class RunSession:
         result = phase.run(resume=options.resume)
         self.manager.save_adapter(self.save_path)
         self.state.mark_done("grpo", steps=result.steps)
-        self.recorder.record_phase("grpo", result.steps, result.seconds)
+        self._record_phase("grpo", result)
         self.recorder.set(save_path=str(self.save_path))
         self.evaluate("after_grpo", result.steps)
