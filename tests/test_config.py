@@ -41,6 +41,16 @@ def test_overrides_parse_yaml_scalars():
     assert config.prompt.solution_start == "<ANS>"
 
 
+def test_a_bare_no_reaches_a_choice_field_as_the_word(tmp_path):
+    # YAML 1.1 reads `eval_strategy: no` as False; the field's choices include the word "no"
+    config = PipelineConfig.from_dict({"grpo_training": {"eval_strategy": False}})
+    assert config.grpo_training.eval_strategy == "no"
+    assert PipelineConfig.from_yaml(CONFIGS / "tiny.yaml", ["grpo_training.eval_strategy=no"]).grpo_training.eval_strategy == "no"
+    path = tmp_path / "c.yaml"
+    path.write_text("grpo_training:\n  eval_strategy: no\n")
+    assert PipelineConfig.from_yaml(path).grpo_training.eval_strategy == "no"
+
+
 def test_round_trip_through_yaml(tmp_path):
     config = PipelineConfig().with_overrides(["grpo_training.beta=0.1", "model.lora.rank=8"])
     path = tmp_path / "c.yaml"

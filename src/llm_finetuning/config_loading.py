@@ -23,6 +23,9 @@ class ConfigError(PipelineError, ValueError):
     """A problem with the configuration or the command line; the message is one line naming the fix."""
 
 
+_YAML_BOOL_WORDS = {False: ("no", "off", "false"), True: ("yes", "on", "true")}
+
+
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
@@ -67,6 +70,8 @@ def convert(annotation: Any, value: Any, path: str) -> Any:
         raise errors[0]
     if origin is Literal:
         choices = typing.get_args(annotation)
+        if isinstance(value, bool):  # YAML 1.1 reads a bare no/yes/off/on as a bool: take back the word
+            value = next((c for c in choices if str(c).lower() in _YAML_BOOL_WORDS[value]), value)
         if value not in choices:
             raise ConfigError(f"{path}: expected one of {', '.join(map(str, choices))}; got {value!r}")
         return value
