@@ -7,12 +7,14 @@ registry's never-raise wrappers — must not slow a step down: target ratio <= 1
 excluded (it is generation on the validation set, not training). Both sides start from the same freshly
 built tiny model (weights copied), alternate in rounds to spread machine noise, and the per-step time is
 taken from the wall clock between on_step_begin and on_step_end, median over the steps after a warm-up.
+Rounds alternate which side runs first.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import statistics
 import sys
 import tempfile
@@ -94,8 +96,12 @@ def main() -> int:
         config, _manager, model, tokenizer, data, funcs, weights = setup(args.steps, tmp / "setup")
         initial = copy.deepcopy(model.state_dict())
         samples: dict[str, list[float]] = {"bare": [], "ours": []}
+        runners = [("bare", time_bare), ("ours", time_ours)]
         for round_index in range(args.rounds):
-            for name, runner in (("bare", time_bare), ("ours", time_ours)):
+            # alternate which side goes first, and start each from a collected heap, so neither side
+            # pays for the other's leftovers
+            for name, runner in runners if round_index % 2 == 0 else runners[::-1]:
+                gc.collect()
                 model.load_state_dict(initial)
                 times = runner(config, model, tokenizer, data, funcs, weights, tmp / f"{name}{round_index}")
                 samples[name].extend(times[args.warmup:])
