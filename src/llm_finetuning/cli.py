@@ -18,18 +18,9 @@ from .errors import PipelineError, TrainingInterrupted
 DEFAULT_CONFIG = "configs/default_config.yaml"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="run_training.py",
-        description="Two-phase fine-tuning for math reasoning: SFT teaches the format, GRPO improves answers.",
-    )
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config`` and ``--set``: shared by run_training.py and every tool, so they read configs alike."""
     parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"YAML config (default: {DEFAULT_CONFIG})")
-    parser.add_argument("--skip-sft", action="store_true", help="skip SFT (and the before-SFT evaluation); GRPO starts from <output_dir>/sft/final")
-    parser.add_argument("--skip-grpo", action="store_true", help="stop after SFT")
-    parser.add_argument("--resume", action="store_true", help="continue unfinished phases from their checkpoints")
-    parser.add_argument("--output-dir", help="where checkpoints, logs and the adapter go (config: output_dir)")
-    parser.add_argument("--max-steps", type=int, help="max_steps for the phases that run")
-    parser.add_argument("--learning-rate", type=float, help="learning_rate for the phases that run")
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -38,6 +29,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECTION.FIELD=VALUE",
         help="override any config field, e.g. --set grpo_training.num_generations=8 (repeatable)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="run_training.py",
+        description="Two-phase fine-tuning for math reasoning: SFT teaches the format, GRPO improves answers.",
+    )
+    add_config_arguments(parser)
+    parser.add_argument("--skip-sft", action="store_true", help="skip SFT (and the before-SFT evaluation); GRPO starts from <output_dir>/sft/final")
+    parser.add_argument("--skip-grpo", action="store_true", help="stop after SFT")
+    parser.add_argument("--resume", action="store_true", help="continue unfinished phases from their checkpoints")
+    parser.add_argument("--output-dir", help="where checkpoints, logs and the adapter go (config: output_dir)")
+    parser.add_argument("--max-steps", type=int, help="max_steps for the phases that run")
+    parser.add_argument("--learning-rate", type=float, help="learning_rate for the phases that run")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
     return parser
 

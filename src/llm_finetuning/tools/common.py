@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..cli import DEFAULT_CONFIG
+from ..cli import add_config_arguments
 from ..config import PipelineConfig
 from ..errors import ModelError, PipelineError
 
@@ -28,18 +28,6 @@ __all__ = [
     "run_reporting_errors",
     "weighted_total",
 ]
-
-
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"YAML config (default: {DEFAULT_CONFIG})")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="override any config field, e.g. --set vllm_sampling.temperature=0.7 (repeatable)",
-    )
 
 
 def resolve_config(args: argparse.Namespace) -> PipelineConfig:
