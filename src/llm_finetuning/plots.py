@@ -46,7 +46,7 @@ def plot_training(metrics_path: Path, out_path: Path) -> Path:
     evals = defaultdict(list)
     for record in (r for r in records if r["phase"] == "eval"):
         for key in ("format_accuracy", "answer_accuracy", "sampled_answer_accuracy"):
-            if key in record:
+            if record.get(key) is not None:  # periodic evaluations have no sampled figure
                 evals[key].append((record["step"], record[key]))
     for key, points in evals.items():
         eval_ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=key)

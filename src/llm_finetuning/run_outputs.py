@@ -101,6 +101,8 @@ def _cell(figures: dict[str, Any] | None, key: str) -> str:
     if not figures:
         return "-"
     value = figures[key]
+    if value is None:
+        return "-"
     return f"{value:.1f}" if key == "avg_reasoning_length" or key == "avg_total_reward" else f"{value:.3f}"
 
 

@@ -24,7 +24,7 @@ class Evaluator:
     problems: Any  # datasets.Dataset or list of dicts
     judge: CompletionJudge
     greedy: SamplingSettings
-    sampled: SamplingSettings | None = None  # None = skip sampled accuracy (report the greedy one)
+    sampled: SamplingSettings | None = None  # None = no sampled accuracy (reported as None)
     batch_size: int = 32
 
     def evaluate(self, model: Any, tokenizer: Any, label: str, *, include_sampled: bool = True) -> dict[str, Any]:
@@ -36,10 +36,12 @@ class Evaluator:
         if include_sampled and self.sampled is not None:
             sampled = self._generate(model, tokenizer, prompts, self.sampled, f"{label} (sampled)")
         figures, _ = summarize(self.judge, greedy, sampled, golds)
+        sampled_accuracy = figures["sampled_answer_accuracy"]
         logger.info(
-            "eval %s: n=%d format %.3f answer %.3f sampled %.3f reward %.2f (%.1fs)",
+            "eval %s: n=%d format %.3f answer %.3f sampled %s reward %.2f (%.1fs)",
             label, figures["n"], figures["format_accuracy"], figures["answer_accuracy"],
-            figures["sampled_answer_accuracy"], figures["avg_total_reward"], time.perf_counter() - started,
+            "-" if sampled_accuracy is None else f"{sampled_accuracy:.3f}", figures["avg_total_reward"],
+            time.perf_counter() - started,
         )
         return figures
 

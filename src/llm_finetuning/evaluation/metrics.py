@@ -55,21 +55,22 @@ def summarize(judge: CompletionJudge, greedy: Sequence[str], sampled: Sequence[S
     # A symbolic comparison that finds the sympy worker still starting counts as "not equal": wait for it
     # (seconds, once per process) so the first problems are judged like the rest.
     warm_up()
+    n = len(greedy)
     formatted = judge.is_formatted(greedy)
     correct = [judge.is_correct(c, g) for c, g in zip(greedy, golds, strict=True)]
     reasoning = [judge.reasoning(c) for c in greedy]
     rewards = judge.total_rewards(greedy, golds)
-    sampled_correct = (
-        [mean(judge.is_correct(c, g) for c in group) for group, g in zip(sampled, golds, strict=True)]
-        if sampled
-        else correct
-    )
-    n = len(greedy)
+    # None when no samples were drawn (periodic GRPO evaluations are greedy only): a copy of the greedy
+    # figure would draw a sampled curve that was never measured
+    sampled_accuracy = None
+    if sampled:
+        per_problem = [mean(judge.is_correct(c, g) for c in group) for group, g in zip(sampled, golds, strict=True)]
+        sampled_accuracy = round(mean(per_problem), 4) if n else 0.0
     figures = {
         "n": n,
         "format_accuracy": _share(formatted),
         "answer_accuracy": _share(correct),
-        "sampled_answer_accuracy": round(mean(sampled_correct), 4) if n else 0.0,
+        "sampled_answer_accuracy": sampled_accuracy,
         "reasoning_present": _share([bool(r) for r in reasoning]),
         "avg_reasoning_length": round(mean(len(r) for r in reasoning), 2) if n else 0.0,
         "avg_total_reward": round(mean(rewards), 4) if n else 0.0,
