@@ -38,7 +38,7 @@ from .lengths import length_limits, token_lengths
 if TYPE_CHECKING:
     from datasets import Dataset
 
-__all__ = ["DatasetProcessor", "GRPOData"]
+__all__ = ["DatasetProcessor", "GRPOData", "conversation"]
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +238,7 @@ def _format_batch(
     adapter = ADAPTERS[adapter_name]
     problems = [adapter.convert(dict(zip(batch, values)), spec) for values in zip(*batch.values())]
     out: dict[str, list] = {
-        "prompt": [_conversation(prompt.system_prompt, p.question) for p in problems],
+        "prompt": [conversation(prompt.system_prompt, p.question) for p in problems],
         "answer": [p.answer or "" for p in problems],
         _PARSED: [bool(p.question) for p in problems],
         _ANSWERED: [p.answer is not None for p in problems],
@@ -254,7 +254,8 @@ def _format_batch(
     return out
 
 
-def _conversation(system_prompt: str, question: str) -> list[dict[str, str]]:
+def conversation(system_prompt: str, question: str) -> list[dict[str, str]]:
+    """A question as every phase and tool asks it: the system prompt, then the user turn."""
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": question}]
 
 

@@ -97,10 +97,9 @@ def grpo_sampling(config: PipelineConfig, num_samples: int, max_new_tokens: int)
 
 def conversation(config: PipelineConfig, question: str) -> list[dict[str, str]]:
     """A question as the data layer phrases it: the config's system prompt, then the user turn."""
-    return [
-        {"role": "system", "content": config.prompt.system_prompt},
-        {"role": "user", "content": question},
-    ]
+    from ..data.processor import conversation as data_conversation
+
+    return data_conversation(config.prompt.system_prompt, question)
 
 
 def reward_scores(
