@@ -426,6 +426,17 @@ class PipelineConfig:
             )
         _validate_reward_names(self.rewards)
 
+    @property
+    def grpo_adapter_path(self) -> Path:
+        """Where GRPO's final adapter goes: ``grpo_training.save_path``, a relative one inside ``output_dir``."""
+        path = Path(self.grpo_training.save_path)
+        return (path if path.is_absolute() else Path(self.output_dir) / path).resolve()
+
+    @property
+    def sft_adapter_path(self) -> Path:
+        """Where SFT's final adapter goes (and where ``--skip-sft`` continues from)."""
+        return Path(self.output_dir) / "sft" / "final"
+
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> PipelineConfig:
         """Build from plain data; keys not given keep their defaults (sections are merged, not replaced)."""

@@ -41,12 +41,11 @@ class RunSession:
 
     @property
     def sft_final(self) -> Path:
-        return self.output_dir / "sft" / "final"
+        return self.config.sft_adapter_path
 
     @property
     def save_path(self) -> Path:
-        path = Path(self.config.grpo_training.save_path)
-        return (path if path.is_absolute() else self.output_dir / path).resolve()
+        return self.config.grpo_adapter_path
 
     def run(self, options: Any) -> None:
         import transformers

@@ -46,9 +46,7 @@ def run_reporting_errors(body: Callable[[], int]) -> int:
 def default_adapter(config: PipelineConfig, prefer_grpo: bool = True) -> Path:
     """The run's newest trained weights: the GRPO adapter (``save_path``) if it exists, else ``sft/final``."""
     output_dir = Path(config.output_dir)
-    sft_final = output_dir / "sft" / "final"
-    save_path = Path(config.grpo_training.save_path)
-    grpo = save_path if save_path.is_absolute() else output_dir / save_path
+    sft_final, grpo = config.sft_adapter_path, config.grpo_adapter_path
     if prefer_grpo and grpo.is_dir():
         return grpo
     if sft_final.is_dir():
