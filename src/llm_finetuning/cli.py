@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .config import PipelineConfig
 from .errors import PipelineError, TrainingInterrupted
@@ -70,10 +70,20 @@ def resume_command(argv: Sequence[str]) -> str:
     return " ".join(["uv run python run_training.py", *map(shlex.quote, args)])
 
 
+def run_reporting_errors(body: Callable[[], int]) -> int:
+    """Run a command; a user-fixable ``PipelineError`` prints one line on stderr and gives exit status 2."""
+    try:
+        return body()
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    try:
+
+    def body() -> int:
         if args.skip_sft and args.skip_grpo:
             raise PipelineError("--skip-sft and --skip-grpo together leave nothing to run; drop one of them")
         config = resolve_config(args)
@@ -82,11 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         from .pipeline import RunOptions, run
 
-        run(config, RunOptions(skip_sft=args.skip_sft, skip_grpo=args.skip_grpo, resume=args.resume))
-    except TrainingInterrupted as exc:
-        print(f"{exc}\nResume with: {resume_command(argv)}", file=sys.stderr)
-        return 130
-    except PipelineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        try:
+            run(config, RunOptions(skip_sft=args.skip_sft, skip_grpo=args.skip_grpo, resume=args.resume))
+        except TrainingInterrupted as exc:
+            print(f"{exc}\nResume with: {resume_command(argv)}", file=sys.stderr)
+            return 130
+        return 0
+
+    return run_reporting_errors(body)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..cli import add_config_arguments
+from ..cli import add_config_arguments, run_reporting_errors
 from ..config import PipelineConfig
-from ..errors import ModelError, PipelineError
+from ..errors import ModelError
 
 __all__ = [
     "add_config_arguments",
@@ -32,15 +32,6 @@ __all__ = [
 
 def resolve_config(args: argparse.Namespace) -> PipelineConfig:
     return PipelineConfig.from_yaml(args.config, list(args.overrides))
-
-
-def run_reporting_errors(body: Callable[[], int]) -> int:
-    """Run a tool; a user-fixable ``PipelineError`` prints one line on stderr and gives exit status 2."""
-    try:
-        return body()
-    except PipelineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
 
 
 def default_adapter(config: PipelineConfig, prefer_grpo: bool = True) -> Path:
