@@ -104,3 +104,21 @@ def test_missing_file_and_bad_yaml(tmp_path):
 def test_malformed_override():
     with pytest.raises(ConfigError, match="expected section.field=value"):
         PipelineConfig().with_overrides(["grpo_training.max_steps"])
+
+
+def test_every_field_has_help_text_readable_by_code():
+    from llm_finetuning.config.explain import explain
+
+    lines = explain(PipelineConfig()).splitlines()
+    assert len(lines) > 80
+    missing = [line for line in lines if "  # " not in line]
+    assert missing == []
+
+
+def test_help_config_lists_fields_with_values_from_the_config(capsys):
+    from llm_finetuning.cli import main
+
+    assert main(["--config", "configs/tiny.yaml", "--set", "grpo_training.beta=0.04", "--help-config"]) == 0
+    out = capsys.readouterr().out
+    assert "grpo_training.beta: float = 0.04  # KL coefficient" in out
+    assert "model.model_name: str = 'builtin:tiny-qwen3'" in out

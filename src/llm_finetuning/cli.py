@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-steps", type=int, help="max_steps for the phases that run")
     parser.add_argument("--learning-rate", type=float, help="learning_rate for the phases that run")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+    parser.add_argument(
+        "--help-config", action="store_true", help="list every config field with its value and help, and exit"
+    )
     return parser
 
 
@@ -89,6 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = resolve_config(args)
         if args.print_config:
             print(config.to_yaml(), end="")
+            return 0
+        if args.help_config:
+            from .config.explain import explain
+
+            print(explain(config))
             return 0
         from .pipeline import RunOptions, run
 

@@ -277,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def dataset_spec(args: argparse.Namespace, config: PipelineConfig) -> DatasetSpec:
     """``--data`` and its flags as a ``DatasetSpec`` (validated like a config section), or the config's GRPO data."""
-    from .config_loading import build_dataclass
+    from .config.loading import build_dataclass
 
     if args.max_samples is not None and args.max_samples < 1:
         raise PipelineError(f"--max-samples must be >= 1 (got {args.max_samples})")

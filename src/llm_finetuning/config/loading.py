@@ -16,7 +16,7 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from .errors import PipelineError
+from ..errors import PipelineError
 
 
 class ConfigError(PipelineError, ValueError):
@@ -24,6 +24,25 @@ class ConfigError(PipelineError, ValueError):
 
 
 _YAML_BOOL_WORDS = {False: ("no", "off", "false"), True: ("yes", "on", "true")}
+
+
+def option(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = dataclasses.MISSING) -> Any:
+    """A config field with its help text in ``metadata["help"]`` (shown by ``--help-config``), as TRL does."""
+    if factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=factory, metadata={"help": help})
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def require(condition: bool, key: str, message: str) -> None:
+    """A rule of one section: ``key: message`` as a ConfigError (the section path is added by the loader)."""
+    if not condition:
+        raise ConfigError(f"{key}: {message}")
+
+
+def closest(word: str, choices: typing.Iterable[str]) -> str | None:
+    """The valid name ``word`` was most likely meant to be (for "did you mean ...?"), or None."""
+    matches = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    return matches[0] if matches else None
 
 
 def _join(path: str, key: str) -> str:
@@ -50,8 +69,8 @@ def build_dataclass(cls: type, raw: Any, path: str) -> Any:
 
 
 def _suggestion(key: str, valid: typing.Iterable[str]) -> str:
-    close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
-    return f"; did you mean {close[0]}?" if close else f"; valid keys: {', '.join(sorted(valid))}"
+    match = closest(key, valid)
+    return f"; did you mean {match}?" if match else f"; valid keys: {', '.join(sorted(valid))}"
 
 
 def convert(annotation: Any, value: Any, path: str) -> Any:
@@ -120,7 +139,9 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
     key, sep, text = override.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ConfigError(f"--set {override!r}: expected section.field=value (e.g. grpo_training.max_steps=50)")
+        raise ConfigError(
+            f"--set {override!r}: expected section.field=value (e.g. grpo_training.max_steps=50)"
+        )
     try:
         value = yaml.safe_load(text) if text.strip() else ""
     except yaml.YAMLError:

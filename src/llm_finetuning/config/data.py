@@ -1,0 +1,151 @@
+"""Data settings: the datasets of both phases, the offline generator, and the prompt's tags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .loading import option, require
+
+DatasetFormat = Literal[
+    "auto", "openmathreasoning", "dapo", "gsm8k", "math", "numina", "columns", "synthetic"
+]
+HeldoutBy = Literal["tuples", "wording"]
+
+
+@dataclass
+class DatasetSpec:
+    """One dataset: where it lives and how to read its columns."""
+
+    name: str = option(
+        "", 'Hub id, local file/folder (.jsonl/.json/.parquet/.csv), or "synthetic:arithmetic"'
+    )
+    subset: str | None = option(None, "Hub configuration name")
+    split: str = option("train", "split to load")
+    format: DatasetFormat = option("auto", "schema adapter; auto detects from the columns")
+    max_samples: int | None = option(None, "keep at most this many rows after shuffling")
+    question_column: str = option("question", "format=columns: column holding the problem")
+    answer_column: str = option("answer", "format=columns: column holding the final answer")
+    solution_column: str | None = option(None, "format=columns: column holding a worked solution (SFT)")
+
+    def __post_init__(self) -> None:
+        if self.max_samples is not None:
+            require(self.max_samples > 0, "max_samples", f"must be > 0 (got {self.max_samples})")
+
+
+@dataclass
+class SyntheticDataConfig:
+    """The offline arithmetic word-problem generator behind ``synthetic:arithmetic``."""
+
+    num_train: int = option(4000, "training problems generated (SFT and GRPO draw from these)")
+    num_eval: int = option(200, "held-out problems (distinct questions), disjoint from training")
+    min_operand: int = option(0, "smallest operand")
+    max_operand: int = option(20, "largest operand")
+    operations: list[str] = option(factory=lambda: ["+", "-"], help='drawn from "+", "-", "*"')
+    num_operations: int = option(
+        1, 'operations per problem (1 = "a + b", 2 = "a + b - c"), worked left to right'
+    )
+    word_problem_fraction: float = option(
+        0.5, 'share phrased as a story ("Tom has 3 apples..."), rest "What is 3 + 4?"'
+    )
+    allow_negative: bool = option(False, "false = redraw problems whose working goes below zero")
+    eval_fraction_of_tuples: float = option(
+        0.15, "heldout_by=tuples: share of (operands, operations) tuples held out"
+    )
+    heldout_by: HeldoutBy = option(
+        "tuples", 'held out: "tuples" (unseen facts) or "wording" (unseen name+item stories)'
+    )
+
+    def __post_init__(self) -> None:
+        require(
+            self.heldout_by in ("tuples", "wording"),
+            "heldout_by",
+            f'must be "tuples" or "wording" (got {self.heldout_by!r})',
+        )
+        require(self.num_train > 0, "num_train", f"must be > 0 (got {self.num_train})")
+        require(self.num_eval >= 0, "num_eval", f"must be >= 0 (got {self.num_eval})")
+        require(
+            self.min_operand <= self.max_operand,
+            "max_operand",
+            f"must be >= min_operand (got {self.min_operand}..{self.max_operand})",
+        )
+        unknown = sorted(set(self.operations) - {"+", "-", "*"})
+        require(
+            bool(self.operations) and not unknown, "operations", f'use "+", "-", "*" (got {self.operations})'
+        )
+        require(self.num_operations >= 1, "num_operations", f"must be >= 1 (got {self.num_operations})")
+        require(
+            0 <= self.word_problem_fraction <= 1,
+            "word_problem_fraction",
+            f"must be in [0, 1] (got {self.word_problem_fraction})",
+        )
+        require(
+            0 <= self.eval_fraction_of_tuples < 1,
+            "eval_fraction_of_tuples",
+            f"must be in [0, 1) (got {self.eval_fraction_of_tuples})",
+        )
+        require(
+            self.num_eval == 0 or self.heldout_by == "wording" or self.eval_fraction_of_tuples > 0,
+            "eval_fraction_of_tuples",
+            "must be > 0 when num_eval > 0 (held-out problems come from held-out tuples)",
+        )
+
+
+@dataclass
+class DataConfig:
+    """Datasets for both phases and how they are processed."""
+
+    sft: DatasetSpec = option(
+        factory=lambda: DatasetSpec(name="unsloth/OpenMathReasoning-mini", split="cot"),
+        help="SFT (format-teaching) data",
+    )
+    grpo: DatasetSpec = option(
+        factory=lambda: DatasetSpec(name="open-r1/DAPO-Math-17k-Processed", subset="en"),
+        help="GRPO (reward) data",
+    )
+    synthetic: SyntheticDataConfig = option(factory=SyntheticDataConfig, help="generator settings")
+    prompt_length_percentile: float = option(90.0, "keep GRPO prompts at or under this length percentile")
+    sft_max_length_fraction: float = option(0.5, "drop SFT examples longer than this share of max_seq_length")
+    numeric_answers_only: bool = option(
+        True, "SFT: keep only examples whose answer is a number (Unsloth's recipe)"
+    )
+    seed: int = option(3407, "shuffle and split seed")
+    num_proc: int | None = option(None, "worker processes for map() on large datasets")
+
+    def __post_init__(self) -> None:
+        require(
+            0 < self.prompt_length_percentile <= 100,
+            "prompt_length_percentile",
+            f"must be in (0, 100] (got {self.prompt_length_percentile})",
+        )
+        require(
+            0 < self.sft_max_length_fraction <= 1,
+            "sft_max_length_fraction",
+            f"must be in (0, 1] (got {self.sft_max_length_fraction})",
+        )
+
+
+@dataclass
+class PromptConfig:
+    """Tags and system prompt injected into the chat template and read by the rewards."""
+
+    system_prompt: str = option(
+        "You are given a problem. Think about the problem and provide your working out. "
+        "Place it between <start_working_out> and <end_working_out>. "
+        "Then, provide your solution between <SOLUTION></SOLUTION>",
+        "system message of every conversation",
+    )
+    reasoning_start: str = option(
+        "<start_working_out>", "opens the reasoning (prefilled by the generation prompt)"
+    )
+    reasoning_end: str = option("<end_working_out>", "closes the reasoning")
+    solution_start: str = option("<SOLUTION>", "opens the final answer")
+    solution_end: str = option("</SOLUTION>", "closes the final answer")
+    chat_template: str = option(
+        "templates/chat_template.jinja", "Jinja template, relative to the project root"
+    )
+
+    def __post_init__(self) -> None:
+        tags = [self.reasoning_start, self.reasoning_end, self.solution_start, self.solution_end]
+        require(all(tags), "reasoning_start", "the four tags must be non-empty")
+        require(len(set(tags)) == 4, "solution_end", f"the four tags must differ (got {tags})")

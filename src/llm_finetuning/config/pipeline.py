@@ -1,0 +1,162 @@
+"""The whole run's config: every section, the rewards, the evaluation, and loading from YAML with overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from .data import DataConfig, PromptConfig
+from .loading import (
+    ConfigError,
+    apply_override,
+    build_dataclass,
+    merge_onto_defaults,
+    option,
+    require,
+    to_plain,
+)
+from .model import ModelConfig
+from .training import GRPOTrainingConfig, SFTTrainingConfig, VLLMSamplingConfig
+
+
+@dataclass
+class RewardSpec:
+    """One reward function by registered name, with its weight and parameters."""
+
+    name: str = option("", "a name from llm_finetuning.rewards.available_rewards()")
+    weight: float = option(1.0, "multiplier in the summed reward")
+    params: dict[str, Any] = option(factory=dict, help="keyword arguments for the reward's factory")
+
+
+def _notebook_rewards() -> list[RewardSpec]:
+    names = ["match_format_exactly", "match_format_approximately", "check_answer", "check_numbers"]
+    return [RewardSpec(name=name) for name in names]
+
+
+@dataclass
+class RewardConfig:
+    """The rewards GRPO optimises (by default the Unsloth GRPO notebook's four graded rewards)."""
+
+    rewards: list[RewardSpec] = option(factory=_notebook_rewards, help="summed with their weights")
+
+    def __post_init__(self) -> None:
+        require(bool(self.rewards), "rewards", "list at least one reward")
+
+
+@dataclass
+class EvaluationConfig:
+    """Greedy and sampled evaluation on held-out problems before SFT, after SFT and after GRPO."""
+
+    enabled: bool = option(True, "run the before/after evaluations")
+    num_samples: int = option(200, "held-out problems scored each time (capped by the validation split)")
+    sampled_k: int = option(
+        4, "samples per problem for sampled_answer_accuracy (avg@k at the GRPO temperature)"
+    )
+    max_new_tokens: int | None = option(None, "null = GRPO's max_completion_length")
+    batch_size: int = option(32, "prompts per generate() call")
+    eval_before_sft: bool = option(True, "also score the untouched base model")
+
+    def __post_init__(self) -> None:
+        require(self.num_samples > 0, "num_samples", f"must be > 0 (got {self.num_samples})")
+        require(self.sampled_k >= 1, "sampled_k", f"must be >= 1 (got {self.sampled_k})")
+        require(self.batch_size > 0, "batch_size", f"must be > 0 (got {self.batch_size})")
+
+
+@dataclass
+class PipelineConfig:
+    """The whole run: every section above plus where outputs go."""
+
+    output_dir: str = option("outputs", "checkpoints, logs, metrics, plots and the final adapter")
+    seed: int = option(3407, "global seed (torch, python, data)")
+    report_to: Literal["none", "tensorboard", "wandb", "trackio"] = option("none", "experiment tracker")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = option("INFO", "console and training.log level")
+    model: ModelConfig = option(
+        factory=ModelConfig, help="which base model, which backend, LoRA or full fine-tuning"
+    )
+    data: DataConfig = option(factory=DataConfig, help="datasets for both phases and how they are processed")
+    prompt: PromptConfig = option(factory=PromptConfig, help="tags and system prompt")
+    sft_training: SFTTrainingConfig = option(
+        factory=SFTTrainingConfig, help="phase 1: supervised fine-tuning (TRL SFTConfig names)"
+    )
+    grpo_training: GRPOTrainingConfig = option(
+        factory=GRPOTrainingConfig, help="phase 2: GRPO (TRL GRPOConfig names)"
+    )
+    vllm_sampling: VLLMSamplingConfig = option(
+        factory=VLLMSamplingConfig, help="how GRPO and sampled evaluation sample completions"
+    )
+    rewards: RewardConfig = option(factory=RewardConfig, help="the rewards GRPO optimises")
+    evaluation: EvaluationConfig = option(
+        factory=EvaluationConfig, help="held-out evaluation before SFT, after SFT and after GRPO"
+    )
+
+    def __post_init__(self) -> None:
+        grpo = self.grpo_training
+        if grpo.max_prompt_length is not None and grpo.max_completion_length is not None:
+            total = grpo.max_prompt_length + grpo.max_completion_length
+            require(
+                total <= self.model.max_seq_length,
+                "grpo_training.max_completion_length",
+                f"max_prompt_length + max_completion_length = {total} exceeds model.max_seq_length = "
+                f"{self.model.max_seq_length}",
+            )
+        _validate_reward_names(self.rewards)
+
+    @property
+    def grpo_adapter_path(self) -> Path:
+        """Where GRPO's final adapter goes: ``grpo_training.save_path``, a relative one inside ``output_dir``."""
+        path = Path(self.grpo_training.save_path)
+        return (path if path.is_absolute() else Path(self.output_dir) / path).resolve()
+
+    @property
+    def sft_adapter_path(self) -> Path:
+        """Where SFT's final adapter goes (and where ``--skip-sft`` continues from)."""
+        return Path(self.output_dir) / "sft" / "final"
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> PipelineConfig:
+        """Build from plain data; keys not given keep their defaults (sections are merged, not replaced)."""
+        return build_dataclass(cls, merge_onto_defaults(to_plain(cls()), raw), path="")
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> PipelineConfig:
+        """Load ``path``, apply ``section.field=value`` overrides, validate; raise ConfigError on any problem."""
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: config file not found (see configs/ for examples)")
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of sections")
+        for override in overrides or []:
+            apply_override(raw, override)
+        return cls.from_dict(raw)
+
+    def with_overrides(self, overrides: list[str]) -> PipelineConfig:
+        raw = self.to_dict()
+        for override in overrides:
+            apply_override(raw, override)
+        return PipelineConfig.from_dict(raw)
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(self)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
+
+    def replace(self, **changes: Any) -> PipelineConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _validate_reward_names(reward_config: RewardConfig) -> None:
+    from ..rewards import validate_reward_specs  # here: the registry imports the rewards, which import config
+
+    try:
+        validate_reward_specs(reward_config.rewards)
+    except ValueError as exc:
+        raise ConfigError(f"rewards: {exc}") from None

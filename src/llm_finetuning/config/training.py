@@ -1,0 +1,124 @@
+"""Training settings of the two phases (TRL's SFTConfig/GRPOConfig names) and how GRPO samples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .loading import option, require
+
+LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
+
+
+@dataclass
+class SFTTrainingConfig:
+    """Phase 1: supervised fine-tuning that teaches the output format (TRL SFTConfig names)."""
+
+    num_train_epochs: float = option(2.0, "passes over the SFT data (ignored when max_steps > 0)")
+    max_steps: int = option(-1, "optimiser steps; -1 = run num_train_epochs")
+    per_device_train_batch_size: int = option(1, "sequences per device per step")
+    gradient_accumulation_steps: int = option(1, "micro-batches per optimiser step")
+    learning_rate: float = option(2e-4, "peak learning rate")
+    warmup_steps: float = option(0.05, "warmup: a float < 1 is a share of the steps, >= 1 a step count")
+    lr_scheduler_type: str = option("linear", "transformers scheduler name")
+    weight_decay: float = option(0.01, "AdamW weight decay")
+    optim: str = option("adamw_torch", "transformers optimiser name (adamw_8bit on GPU saves memory)")
+    max_grad_norm: float = option(1.0, "gradient clipping")
+    logging_steps: int = option(5, "log every N steps")
+    save_steps: int = option(50, "checkpoint every N steps")
+    save_total_limit: int = option(2, "keep at most this many checkpoints")
+
+    def __post_init__(self) -> None:
+        _check_common_training(self)
+
+
+@dataclass
+class GRPOTrainingConfig:
+    """Phase 2: GRPO reinforcement learning against the reward functions (TRL GRPOConfig names)."""
+
+    max_steps: int = option(100, "optimiser steps")
+    learning_rate: float = option(5e-6, "peak learning rate (GRPO needs far less than SFT)")
+    per_device_train_batch_size: int = option(1, "completions per device per micro-batch")
+    gradient_accumulation_steps: int = option(2, "micro-batches per optimiser step")
+    num_generations: int = option(2, "completions sampled per prompt (the group size)")
+    max_prompt_length: int | None = option(None, "null = computed from the data (percentile rule)")
+    max_completion_length: int | None = option(None, "null = max_seq_length - max_prompt_length")
+    loss_type: LossType = option("dapo", "TRL loss aggregation (dr_grpo, dapo, bnpo, grpo, ...)")
+    importance_sampling_level: Literal["token", "sequence"] = option("token", "sequence = GSPO")
+    beta: float = option(0.0, "KL coefficient against the reference model (0 = no reference model)")
+    epsilon: float = option(0.2, "lower clip range")
+    epsilon_high: float | None = option(None, "upper clip range (clip-higher); null = epsilon")
+    scale_rewards: Literal["group", "batch", "none"] = option("group", "how advantages are normalised")
+    mask_truncated_completions: bool = option(
+        False, "exclude completions cut at max_completion_length from the loss"
+    )
+    warmup_steps: float = option(0.1, "warmup: a float < 1 is a share of the steps, >= 1 a step count")
+    lr_scheduler_type: str = option("linear", "transformers scheduler name")
+    weight_decay: float = option(0.001, "AdamW weight decay")
+    optim: str = option("adamw_torch", "transformers optimiser name")
+    max_grad_norm: float = option(1.0, "gradient clipping")
+    logging_steps: int = option(1, "log every N steps")
+    save_steps: int = option(50, "checkpoint every N steps")
+    save_total_limit: int = option(2, "keep at most this many checkpoints")
+    eval_strategy: Literal["no", "steps"] = option("steps", "evaluate on the validation split during GRPO")
+    eval_steps: int = option(20, "evaluate every N steps")
+    train_validation_split: float = option(0.9, "share of GRPO data used for training (rest = validation)")
+    use_vllm: bool | None = option(
+        None, "null = use vLLM when the backend can (unsloth fast_inference / CUDA+vllm)"
+    )
+    vllm_mode: Literal["colocate", "server"] = option(
+        "colocate", "vLLM in this process, or a `trl vllm-serve` server"
+    )
+    vllm_enable_sleep_mode: bool = option(
+        False, "offload vLLM weights while training steps run (saves memory)"
+    )
+    save_path: str = option("grpo_saved_lora", "final adapter; relative paths resolve inside output_dir")
+
+    def __post_init__(self) -> None:
+        _check_common_training(self)
+        require(
+            self.num_generations >= 2,
+            "num_generations",
+            f"must be >= 2: GRPO compares completions within a group (got {self.num_generations})",
+        )
+        batch = self.per_device_train_batch_size * self.gradient_accumulation_steps
+        require(
+            batch % self.num_generations == 0,
+            "num_generations",
+            f"the generation batch per_device_train_batch_size x gradient_accumulation_steps = {batch} "
+            f"must be divisible by num_generations = {self.num_generations}",
+        )
+        require(
+            0 < self.train_validation_split <= 1,
+            "train_validation_split",
+            f"must be in (0, 1] (got {self.train_validation_split})",
+        )
+        require(self.eval_steps > 0, "eval_steps", f"must be > 0 (got {self.eval_steps})")
+        require(self.beta >= 0, "beta", f"must be >= 0 (got {self.beta})")
+
+
+def _check_common_training(section: Any) -> None:
+    require(section.learning_rate > 0, "learning_rate", f"must be > 0 (got {section.learning_rate})")
+    for key in ("per_device_train_batch_size", "gradient_accumulation_steps", "logging_steps", "save_steps"):
+        value = getattr(section, key)
+        require(value > 0, key, f"must be > 0 (got {value})")
+    require(
+        section.max_steps == -1 or section.max_steps > 0,
+        "max_steps",
+        f"must be -1 (use epochs) or > 0 (got {section.max_steps})",
+    )
+
+
+@dataclass
+class VLLMSamplingConfig:
+    """How GRPO samples completions (passed to vLLM or to transformers' generate)."""
+
+    temperature: float = option(1.0, "sampling temperature; too low and a group's completions coincide")
+    top_p: float = option(1.0, "nucleus sampling")
+    top_k: int = option(-1, "-1 = no top-k cut")
+    min_p: float = option(0.1, "drop tokens below min_p x the top token's probability")
+
+    def __post_init__(self) -> None:
+        require(self.temperature > 0, "temperature", f"must be > 0 (got {self.temperature})")
+        require(0 < self.top_p <= 1, "top_p", f"must be in (0, 1] (got {self.top_p})")
+        require(0 <= self.min_p < 1, "min_p", f"must be in [0, 1) (got {self.min_p})")
