@@ -5,75 +5,9 @@
 Exits 0 when at least the CPU path can run, 1 (naming the missing package) otherwise.
 """
 
-import argparse
-import dataclasses
 import sys
 
-from llm_finetuning.environment import (
-    REQUIRED_FOR_CPU,
-    cuda_devices,
-    free_disk_gib,
-    hub_reachable,
-    package_versions,
-)
-
-
-def rows(config_path: str) -> tuple[list[tuple[str, str]], list[str]]:
-    versions = package_versions()
-    missing = [name for name in REQUIRED_FOR_CPU if versions.get(name) is None]
-    table = [("python", versions["python"])]
-    if versions["torch"]:
-        import torch
-
-        build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU-only build"
-        table.append(("torch", f"{versions['torch']} ({build})"))
-        gpus = cuda_devices()
-        table.append(("CUDA available", "yes" if gpus else "no CUDA GPU found"))
-        for index, gpu in enumerate(gpus):
-            bf16 = "bf16" if gpu["bf16"] else "no bf16"
-            table.append((f"GPU {index}", f"{gpu['name']}, {gpu['memory_gib']} GiB, {bf16}"))
-    for name in ("transformers", "trl", "peft", "datasets", "accelerate", "unsloth", "vllm", "bitsandbytes"):
-        table.append((name, versions[name] or "not installed"))
-    table.extend(backend_rows(config_path, missing))
-    return table, missing
-
-
-def backend_rows(config_path: str, missing: list[str]) -> list[tuple[str, str]]:
-    from llm_finetuning.config import PipelineConfig
-    from llm_finetuning.errors import PipelineError
-
-    try:
-        config = PipelineConfig.from_yaml(config_path)
-    except PipelineError as exc:
-        return [("config", f"{config_path}: {exc}")]
-    result = [("config", config_path)]
-    if not missing:
-        from llm_finetuning.model import choose_backend
-
-        try:
-            name, reason = choose_backend(dataclasses.replace(config.model, backend="auto"))
-            result.append(("backend (auto)", f"{name}: {reason}"))
-        except PipelineError as exc:  # e.g. load_in_4bit on a machine without CUDA
-            result.append(("backend (auto)", f"cannot run this config here: {exc}"))
-    result.append(("free disk at output_dir", f"{free_disk_gib(config.output_dir)} GiB ({config.output_dir})"))
-    result.append(("Hugging Face Hub", "reachable" if hub_reachable() else "offline (use configs/tiny.yaml)"))
-    return result
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="configs/default_config.yaml")
-    args = parser.parse_args()
-    table, missing = rows(args.config)
-    width = max(len(key) for key, _ in table)
-    for key, value in table:
-        print(f"{key:<{width}}  {value}")
-    if missing:
-        print(f"\nMissing: {', '.join(missing)}. Install with: uv sync", file=sys.stderr)
-        return 1
-    print("\nThe CPU path can run." + ("" if cuda_devices() else " No CUDA GPU: training uses the hf backend on CPU."))
-    return 0
-
+from llm_finetuning.tools.check import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -23,18 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("format", "tokenize", "length_filter", "split")
 
 
-def tokenizer_for(config, output_dir: str):
+def tokenizer_for(config):
     from transformers import AutoTokenizer
 
-    from llm_finetuning.data.synthetic import tokenizer_corpus_for
-    from llm_finetuning.model import build_tiny_base
     from llm_finetuning.model.template import apply_chat_template_to
+    from llm_finetuning.model.tiny import base_model_path
 
-    corpus = tokenizer_corpus_for(config)
-    path = build_tiny_base(
-        config.model.tiny, config.prompt, corpus, output_dir, max_seq_length=config.model.max_seq_length
-    )
-    return apply_chat_template_to(AutoTokenizer.from_pretrained(path), config.prompt)
+    return apply_chat_template_to(AutoTokenizer.from_pretrained(base_model_path(config)), config.prompt)
 
 
 def main() -> None:
@@ -59,7 +54,7 @@ def main() -> None:
         ],
     )
     with tempfile.TemporaryDirectory() as output_dir:
-        tokenizer = tokenizer_for(config, output_dir)
+        tokenizer = tokenizer_for(config.replace(output_dir=output_dir))
         spec = config.data.grpo
         clock = time.perf_counter()
         raw = DatasetLoader(spec, config.data.seed, synthetic=config.data.synthetic).load()

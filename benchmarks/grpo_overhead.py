@@ -40,8 +40,7 @@ class StepTimer(TrainerCallback):
 
 def setup(steps: int, output_dir: Path):
     from llm_finetuning.config import PipelineConfig
-    from llm_finetuning.data import DatasetLoader, DatasetProcessor
-    from llm_finetuning.data.synthetic import tokenizer_corpus_for
+    from llm_finetuning.data import load_grpo_data
     from llm_finetuning.model import ModelManager
     from llm_finetuning.rewards import build_rewards
 
@@ -50,27 +49,25 @@ def setup(steps: int, output_dir: Path):
         [f"output_dir={output_dir}", f"grpo_training.max_steps={steps}", f"grpo_training.save_steps={steps}",
          "grpo_training.eval_strategy=no"],
     )
-    manager = ModelManager(config, tokenizer_corpus_for(config))
-    model, tokenizer = manager.load()
-    raw = DatasetLoader(config.data.grpo, config.data.seed, synthetic=config.data.synthetic).load()
-    data = DatasetProcessor(config, tokenizer).grpo_dataset(raw, config.data.grpo)
+    manager = ModelManager(config)
+    _model, tokenizer = manager.load()
+    data = load_grpo_data(config, tokenizer)
     funcs, weights = build_rewards(config.rewards, config.prompt)
-    return config, manager, model, tokenizer, data, funcs, weights
+    return config, manager, data, funcs, weights
 
 
-def time_ours(config, model, tokenizer, data, funcs, weights, output_dir: Path) -> list[float]:
-    from llm_finetuning.training.callbacks import MetricsWriter
-    from llm_finetuning.training.grpo_trainer import GRPOTrainingPipeline
+def time_ours(config, manager, data, funcs, weights, output_dir: Path) -> list[float]:
+    from llm_finetuning.run_outputs import MetricsWriter
+    from llm_finetuning.training.grpo import GRPOPhase
 
     timer = StepTimer()
-    phase = GRPOTrainingPipeline(config, model, tokenizer, data.train, funcs, weights, data.max_completion_length,
-                                 "hf", MetricsWriter(output_dir / "metrics.jsonl"))
+    phase = GRPOPhase(config, manager, data, funcs, weights, MetricsWriter(output_dir / "metrics.jsonl"))
     phase.callbacks.append(timer)
     phase.run()
     return timer.times
 
 
-def time_bare(config, model, tokenizer, data, funcs, weights, output_dir: Path) -> list[float]:
+def time_bare(config, manager, data, funcs, weights, output_dir: Path) -> list[float]:
     from trl import GRPOConfig, GRPOTrainer
 
     from llm_finetuning.training import trl_compat
@@ -79,8 +76,8 @@ def time_bare(config, model, tokenizer, data, funcs, weights, output_dir: Path) 
     trl_compat.install()
     timer = StepTimer()
     args = GRPOConfig(**grpo_arguments(config, output_dir, "hf", data.max_completion_length, weights))
-    trainer = GRPOTrainer(model=model, args=args, reward_funcs=funcs, train_dataset=data.train,
-                          processing_class=tokenizer, callbacks=[timer])
+    trainer = GRPOTrainer(model=manager.model, args=args, reward_funcs=funcs, train_dataset=data.train,
+                          processing_class=manager.tokenizer, callbacks=[timer])
     trainer.train()
     return timer.times
 
@@ -93,8 +90,8 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        config, _manager, model, tokenizer, data, funcs, weights = setup(args.steps, tmp / "setup")
-        initial = copy.deepcopy(model.state_dict())
+        config, manager, data, funcs, weights = setup(args.steps, tmp / "setup")
+        initial = copy.deepcopy(manager.model.state_dict())
         samples: dict[str, list[float]] = {"bare": [], "ours": []}
         runners = [("bare", time_bare), ("ours", time_ours)]
         for round_index in range(args.rounds):
@@ -102,8 +99,8 @@ def main() -> int:
             # pays for the other's leftovers
             for name, runner in runners if round_index % 2 == 0 else runners[::-1]:
                 gc.collect()
-                model.load_state_dict(initial)
-                times = runner(config, model, tokenizer, data, funcs, weights, tmp / f"{name}{round_index}")
+                manager.model.load_state_dict(initial)
+                times = runner(config, manager, data, funcs, weights, tmp / f"{name}{round_index}")
                 samples[name].extend(times[args.warmup:])
                 print(f"round {round_index} {name}: median step {statistics.median(times[args.warmup:]):.3f}s")
     bare, ours = statistics.median(samples["bare"]), statistics.median(samples["ours"])

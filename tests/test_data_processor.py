@@ -7,19 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from llm_finetuning.config import DatasetSpec, PipelineConfig, PromptConfig, TinyModelSettings
+from llm_finetuning.config import DatasetSpec, PipelineConfig, PromptConfig
 from llm_finetuning.data import DatasetLoader, DatasetProcessor
 from llm_finetuning.data.lengths import length_limits
 from llm_finetuning.errors import DataError
-from llm_finetuning.model import build_tiny_base
-from llm_finetuning.model.template import apply_chat_template_to
 
 PROMPT = PromptConfig()
 TAGS = [PROMPT.reasoning_start, PROMPT.reasoning_end, PROMPT.solution_start, PROMPT.solution_end]
-TINY = TinyModelSettings(
-    hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64
-)
-CORPUS = [f"What is {a} + {b}? {a} + {b} = {a + b}" for a in range(10) for b in range(10)]
 
 OMR = [
     {
@@ -54,12 +48,9 @@ NUMINA = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    path = build_tiny_base(TINY, PROMPT, CORPUS, tmp_path_factory.mktemp("tiny"), max_seq_length=512)
-    return apply_chat_template_to(AutoTokenizer.from_pretrained(path), PROMPT)
+@pytest.fixture
+def tokenizer(tiny_tokenizer):
+    return tiny_tokenizer
 
 
 def config(split: float = 0.9, **data) -> PipelineConfig:

@@ -11,8 +11,8 @@ import torch
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.errors import ModelError
 from llm_finetuning.model import ModelManager, adapters
+from llm_finetuning.model.hardware import gradient_checkpointing
 
-CORPUS = [f"What is {a} + {b}? {a} + {b} = {a + b}" for a in range(10) for b in range(10)]
 TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
         "intermediate_size": 64}  # fmt: skip
 LORA = {"rank": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj", "down_proj"]}
@@ -36,7 +36,7 @@ def output_dir(tmp_path_factory):
 
 
 def loaded(config) -> ModelManager:
-    manager = ModelManager(config, CORPUS)
+    manager = ModelManager(config)
     manager.load()
     return manager
 
@@ -65,7 +65,7 @@ def test_lora_trains_a_fraction_and_the_tokenizer_is_ready_for_generation(output
     trainable, total = manager.parameter_counts()
     assert 0 < trainable < total
     assert (manager.backend_name, manager.uses_lora) == ("hf", True)
-    assert manager.uses_gradient_checkpointing == torch.cuda.is_available()  # never on CPU
+    assert manager.model.is_gradient_checkpointing == gradient_checkpointing(manager.config.model)  # CPU: off
     assert manager.tokenizer.padding_side == "left" and manager.tokenizer.pad_token == "<|endoftext|>"
     assert manager.tokenizer.chat_template.startswith("{%- set system_prompt")
 
@@ -142,7 +142,7 @@ def test_adapter_with_another_rank_is_refused_with_the_fix(output_dir, tmp_path)
 
 
 def test_free_drops_the_model(output_dir):
-    manager = ModelManager(tiny_config(output_dir), CORPUS)
+    manager = ModelManager(tiny_config(output_dir))
     model, _tokenizer = manager.load()
     reference = weakref.ref(model)
     del model, _tokenizer

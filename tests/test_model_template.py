@@ -4,27 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from llm_finetuning.config import PromptConfig, TinyModelSettings
+from llm_finetuning.config import PromptConfig
 from llm_finetuning.errors import ModelError
-from llm_finetuning.model import build_tiny_base, render_chat_template
+from llm_finetuning.model import render_chat_template
 from llm_finetuning.model.template import apply_chat_template_to
 
 SYSTEM = PromptConfig().system_prompt
 HEAD = f"<|im_start|>system\n{SYSTEM}<|im_end|>"
-TINY = TinyModelSettings(
-    hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64
-)
-CORPUS = [f"What is {a} + {b}? {a} + {b} = {a + b}" for a in range(10) for b in range(10)]
 PROMPT = [{"role": "user", "content": "What is 2 + 3?"}]
 COMPLETION = [{"role": "assistant", "content": "2 + 3 = 5<end_working_out><SOLUTION>5</SOLUTION>"}]
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    path = build_tiny_base(TINY, PromptConfig(), CORPUS, tmp_path_factory.mktemp("tiny"), max_seq_length=128)
-    return apply_chat_template_to(AutoTokenizer.from_pretrained(path), PromptConfig())
+@pytest.fixture
+def tokenizer(tiny_tokenizer):
+    return tiny_tokenizer
 
 
 @pytest.mark.parametrize(
@@ -107,10 +100,12 @@ def test_tags_are_single_tokens_that_survive_skip_special_tokens(tokenizer):
 def test_values_with_quotes_braces_and_newlines_are_baked_in_verbatim(tokenizer):
     nasty = PromptConfig(system_prompt="Say \"hi\" {{ x }} {% if %}\n\\n 'q' é", reasoning_start="<r'>")
     tokenizer.chat_template = render_chat_template(nasty, tokenizer.eos_token)
-    rendered = tokenizer.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
+    try:
+        rendered = tokenizer.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
+    finally:
+        apply_chat_template_to(tokenizer, PromptConfig())  # the tokenizer is shared by the session
     assert rendered.startswith(f"<|im_start|>system\n{nasty.system_prompt}<|im_end|>")
     assert rendered.endswith("<|im_start|>assistant\n<r'>")
-    apply_chat_template_to(tokenizer, PromptConfig())
 
 
 def test_unknown_role_is_refused(tokenizer):

@@ -17,27 +17,11 @@ import weakref
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, TEST_SCHEDULE, TINY_YAML, demo_config
 
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.pipeline import RunOptions, run
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "configs" / "tiny.yaml"
-SHRINK = [
-    "sft_training.max_steps=120",
-    "sft_training.save_steps=60",
-    "sft_training.logging_steps=20",
-    "grpo_training.max_steps=4",
-    "grpo_training.save_steps=2",
-    "grpo_training.eval_steps=2",
-    "grpo_training.per_device_train_batch_size=16",
-    "grpo_training.num_generations=4",
-    "grpo_training.max_completion_length=20",
-    "evaluation.num_samples=24",
-    "evaluation.sampled_k=2",
-    "evaluation.batch_size=24",
-    "data.synthetic.num_eval=24",
-]
 EVAL_KEYS = {"n", "format_accuracy", "answer_accuracy", "sampled_answer_accuracy", "reasoning_present",
              "avg_reasoning_length", "avg_total_reward"}
 
@@ -45,7 +29,8 @@ pytestmark = pytest.mark.slow
 
 
 def tiny_config(output_dir: Path, *extra: str) -> PipelineConfig:
-    return PipelineConfig.from_yaml(TINY, [*SHRINK, f"output_dir={output_dir}", *extra])
+    """The demo itself (its model size) on the test schedule: the run the README promises, shortened."""
+    return demo_config(output_dir, *TEST_SCHEDULE, *extra)
 
 
 @pytest.fixture(scope="module")
@@ -94,14 +79,13 @@ def test_metrics_hold_grpo_signals_and_evaluations(finished_run):
 
 
 def test_saved_adapter_reloads_and_generates(finished_run):
-    from llm_finetuning.data.synthetic import tokenizer_corpus_for
-    from llm_finetuning.evaluation.generation import SamplingSettings, generate_completions
+    from llm_finetuning.generation import SamplingSettings, generate_completions
     from llm_finetuning.model import ModelManager
 
     output_dir, _ = finished_run
     config = tiny_config(output_dir)
     manager = ModelManager.load_for_inference(
-        config, output_dir / "grpo_saved_lora", tokenizer_corpus_for(config))
+        config, output_dir / "grpo_saved_lora")
     question = [{"role": "user", "content": "What is 3 + 4?"}]
     (completion,), = generate_completions(manager.model, manager.tokenizer, [question],
                                          SamplingSettings(greedy=True, max_new_tokens=20))
@@ -118,8 +102,8 @@ def _wait_for(predicate, timeout: float) -> None:
 
 
 def _cli(output_dir: Path, *extra: str) -> list[str]:
-    overrides = [arg for item in SHRINK for arg in ("--set", item)]
-    return [sys.executable, str(ROOT / "run_training.py"), "--config", str(TINY), "--output-dir", str(output_dir),
+    overrides = [arg for item in TEST_SCHEDULE for arg in ("--set", item)]
+    return [sys.executable, str(ROOT / "run_training.py"), "--config", str(TINY_YAML), "--output-dir", str(output_dir),
             *overrides, *extra]
 
 
@@ -177,26 +161,15 @@ def test_skip_sft_continues_from_the_saved_sft_adapter(finished_run, tmp_path):
 
 
 def test_sft_trainer_is_freed_after_the_phase(tmp_path):
-    from llm_finetuning.data import DatasetLoader, DatasetProcessor
-    from llm_finetuning.data.synthetic import tokenizer_corpus_for
+    from llm_finetuning.data import load_sft_data
     from llm_finetuning.model import ModelManager
-    from llm_finetuning.training.callbacks import MetricsWriter
-    from llm_finetuning.training.sft_trainer import SFTTrainingPipeline
+    from llm_finetuning.run_outputs import MetricsWriter
+    from llm_finetuning.training.sft import SFTPhase
 
     config = tiny_config(tmp_path, "sft_training.max_steps=2")
-    manager = ModelManager(config, tokenizer_corpus_for(config))
-    model, tokenizer = manager.load()
-    raw = DatasetLoader(config.data.sft, config.data.seed, synthetic=config.data.synthetic).load()
-    dataset = DatasetProcessor(config, tokenizer).sft_dataset(raw, config.data.sft)
-    phase = SFTTrainingPipeline(config, model, tokenizer, dataset, "hf", MetricsWriter(tmp_path / "m.jsonl"))
+    manager = ModelManager(config)
+    manager.load()
+    phase = SFTPhase(config, manager, load_sft_data(config, manager.tokenizer), MetricsWriter(tmp_path / "m.jsonl"))
     phase.run()
     assert isinstance(phase.trainer_ref, weakref.ref)
     assert phase.trainer_ref() is None
-
-
-def test_importing_the_package_on_cpu_never_imports_unsloth_or_vllm():
-    code = ("import sys, llm_finetuning, llm_finetuning.pipeline, llm_finetuning.session, llm_finetuning.cli;"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('unsloth', 'vllm', 'unsloth_zoo')))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"

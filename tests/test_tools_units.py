@@ -1,4 +1,4 @@
-"""The tools' pure parts on literal inputs: group figures, debug_grpo hints, evaluation figures, export choices."""
+"""The tools' pure parts on literal inputs: group figures, debug_grpo hints, export choices, error reporting."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import json
 
 import pytest
 
+from llm_finetuning.cli import run_reporting_errors
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.errors import DataError, ModelError
-from llm_finetuning.evaluate import breakdowns, summary_figures
-from llm_finetuning.export import config_for_adapter
-from llm_finetuning.tools.common import default_adapter, run_reporting_errors, weighted_total
+from llm_finetuning.tools.common import default_adapter
 from llm_finetuning.tools.debug_grpo import HINTS, HintContext, hints
+from llm_finetuning.tools.export import config_for_adapter
 from llm_finetuning.tools.group_stats import (
     distinct_share,
     group_figures,
@@ -112,33 +112,6 @@ def test_tags_missing_without_an_adapter_says_to_run_sft():
     assert "run SFT first" in hint["message"]
 
 
-def _result(correct, formatted, tokens, subject, rewards):
-    return {"correct": correct, "passed": any(correct), "formatted": formatted, "num_tokens": tokens,
-            "finished": [True] * len(correct), "total_reward": rewards, "rewards": {"r": rewards},
-            "subject": subject}  # fmt: skip
-
-
-def test_summary_figures_and_breakdowns_for_k_samples():
-    results = [
-        _result([True, False], [True, True], [10, 20], "algebra", [1.0, 0.0]),
-        _result([False, False], [False, True], [30, 40], "algebra", [0.0, 0.0]),
-        _result([True, True], [True, True], [5, 5], "geometry", [1.0, 1.0]),
-    ]
-    figures = summary_figures(results, k=2)
-    assert figures["accuracy"] == 0.5 and figures["pass@2"] == 0.6667
-    assert figures["format_accuracy"] == 0.8333 and figures["avg_length_tokens"] == 18.3333
-    assert figures["rewards"] == {"r": 0.5}
-    tables = breakdowns(results, k=2)
-    assert set(tables) == {"subject"}  # no level column
-    assert tables["subject"]["algebra"] == {"n": 2, "accuracy": 0.25, "format_accuracy": 0.75, "pass@2": 0.5,
-                                            "avg_length_tokens": 25.0}  # fmt: skip
-    assert tables["subject"]["geometry"]["pass@2"] == 1.0
-
-
-def test_weighted_total_is_the_sum_grpo_optimises():
-    assert weighted_total({"a": [1.0, 0.0], "b": [2.0, -1.0]}, [1.0, 0.5]) == [2.0, -0.5]
-
-
 def test_config_for_adapter_follows_the_save_not_the_config(tmp_path):
     config = PipelineConfig.from_yaml("configs/tiny.yaml")  # lora: null
     lora_dir, full_dir = tmp_path / "lora", tmp_path / "full"
@@ -173,3 +146,11 @@ def test_run_reporting_errors_prints_one_line_and_exits_2_but_keeps_bugs(capsys)
     assert capsys.readouterr().err == "error: data.jsonl: no rows; point --data at a file\n"
     with pytest.raises(ZeroDivisionError):
         run_reporting_errors(lambda: 1 // 0)
+
+
+@pytest.mark.parametrize("name", ["evaluate", "infer", "export"])
+def test_old_module_names_stay_aliases_of_the_tools(name):
+    import importlib
+
+    alias, tool = importlib.import_module(f"llm_finetuning.{name}"), importlib.import_module(f"llm_finetuning.tools.{name}")
+    assert alias.main is tool.main

@@ -9,9 +9,10 @@ import pytest
 from transformers import TrainerControl
 
 from llm_finetuning.config import PipelineConfig
-from llm_finetuning.training.arguments import grpo_arguments, sft_arguments, vllm_wanted
-from llm_finetuning.training.callbacks import GracefulStop, MetricsLogging, MetricsWriter, PeriodicEvaluation
-from llm_finetuning.training.checkpoints import MARKER, CheckpointMarker, RunState, latest_complete_checkpoint
+from llm_finetuning.run_outputs import MetricsWriter, RunState
+from llm_finetuning.training.arguments import grpo_arguments, same_named_fields, sft_arguments, vllm_wanted
+from llm_finetuning.training.callbacks import GracefulStop, MetricsLogging, PeriodicEvaluation
+from llm_finetuning.training.checkpoints import MARKER, CheckpointMarker, latest_complete_checkpoint
 
 
 def make_checkpoint(root, step, complete):
@@ -49,7 +50,7 @@ def test_run_state_round_trip(tmp_path):
     assert not state.is_done("sft")
     state.mark_done("sft", steps=10)
     assert RunState(tmp_path).is_done("sft")
-    state.clear("sft")
+    state.clear()
     assert not state.is_done("sft")
 
 
@@ -98,14 +99,26 @@ def test_trl_arguments_follow_the_config_on_cpu(tmp_path):
     assert sft["completion_only_loss"] is True and sft["max_length"] == config.model.max_seq_length
 
 
-def test_cpu_runs_fp32_without_checkpointing_or_vllm(tmp_path):
+def test_cpu_runs_fp32_without_checkpointing_or_vllm(tmp_path, monkeypatch):
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("describes a CPU-only machine")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a CPU machine, also on a GPU host
     config = PipelineConfig()
     args = sft_arguments(config, tmp_path, "hf")
     assert args["bf16"] is False and args["fp16"] is False
     assert args["gradient_checkpointing"] is False and args["use_cpu"] is True
     assert vllm_wanted(config, "hf") is False
     assert vllm_wanted(config.with_overrides(["grpo_training.use_vllm=true"]), "hf") is True
+
+
+def test_every_same_named_config_field_reaches_trl_and_ours_stay_ours(tmp_path):
+    from trl import GRPOConfig, SFTConfig
+
+    config = PipelineConfig.from_dict({"grpo_training": {"epsilon_high": 0.28, "warmup_steps": 0.2},
+                                       "sft_training": {"max_grad_norm": 0.5, "lr_scheduler_type": "cosine"}})
+    grpo = same_named_fields(config.grpo_training, GRPOConfig)
+    assert grpo["epsilon_high"] == 0.28 and grpo["warmup_steps"] == 0.2 and grpo["num_generations"] == 2
+    assert not {"train_validation_split", "save_path", "eval_strategy", "use_vllm"} & set(grpo)
+    sft = same_named_fields(config.sft_training, SFTConfig)
+    assert sft["max_grad_norm"] == 0.5 and sft["lr_scheduler_type"] == "cosine"
+    assert grpo_arguments(config, tmp_path, "hf", 64, [1.0])["epsilon_high"] == 0.28

@@ -48,10 +48,11 @@ def test_unrequested_outputs_are_none():
     assert entropy is None and log_sum_sq is None and mean_logits is None and is_top1 is None
 
 
-def test_install_patches_trl_on_cpu():
+def test_install_patches_trl_on_cpu_and_leaves_it_alone_on_cuda(monkeypatch):
     import trl.trainer.utils as trl_utils
 
-    active = install()
-    assert active == (not torch.cuda.is_available())
-    if active:
-        assert trl_utils._ChunkedLogProbFunction is TorchChunkedLogProb
+    monkeypatch.setattr(trl_utils, "_ChunkedLogProbFunction", "trl's kernel")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert install() is False and trl_utils._ChunkedLogProbFunction == "trl's kernel"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert install() is True and trl_utils._ChunkedLogProbFunction is TorchChunkedLogProb

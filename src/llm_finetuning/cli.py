@@ -8,6 +8,7 @@ keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import functools
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -82,29 +83,45 @@ def run_reporting_errors(body: Callable[[], int]) -> int:
         return 2
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+Body = Callable[[argparse.Namespace], int]
 
-    def body() -> int:
-        if args.skip_sft and args.skip_grpo:
-            raise PipelineError("--skip-sft and --skip-grpo together leave nothing to run; drop one of them")
-        config = resolve_config(args)
-        if args.print_config:
-            print(config.to_yaml(), end="")
-            return 0
-        if args.help_config:
-            from .config.explain import explain
 
-            print(explain(config))
-            return 0
-        from .pipeline import RunOptions, run
+def command(build: Callable[[], argparse.ArgumentParser]) -> Callable[[Body], Callable[..., int]]:
+    """Turn ``body(args) -> exit status`` into ``main(argv=None)``: parse ``argv`` with ``build()``, run the
+    body, and report a user-fixable ``PipelineError`` as one line with exit status 2. The raw arguments are
+    on ``args.argv`` (for messages that repeat the command)."""
 
-        try:
-            run(config, RunOptions(skip_sft=args.skip_sft, skip_grpo=args.skip_grpo, resume=args.resume))
-        except TrainingInterrupted as exc:
-            print(f"{exc}\nResume with: {resume_command(argv)}", file=sys.stderr)
-            return 130
+    def decorate(body: Body) -> Callable[..., int]:
+        @functools.wraps(body)
+        def main(argv: Sequence[str] | None = None) -> int:
+            argv = list(sys.argv[1:] if argv is None else argv)
+            args = build().parse_args(argv)
+            args.argv = argv
+            return run_reporting_errors(lambda: body(args))
+
+        return main
+
+    return decorate
+
+
+@command(build_parser)
+def main(args: argparse.Namespace) -> int:
+    if args.skip_sft and args.skip_grpo:
+        raise PipelineError("--skip-sft and --skip-grpo together leave nothing to run; drop one of them")
+    config = resolve_config(args)
+    if args.print_config:
+        print(config.to_yaml(), end="")
         return 0
+    if args.help_config:
+        from .config.explain import explain
 
-    return run_reporting_errors(body)
+        print(explain(config))
+        return 0
+    from .pipeline import RunOptions, run
+
+    try:
+        run(config, RunOptions(skip_sft=args.skip_sft, skip_grpo=args.skip_grpo, resume=args.resume))
+    except TrainingInterrupted as exc:
+        print(f"{exc}\nResume with: {resume_command(args.argv)}", file=sys.stderr)
+        return 130
+    return 0

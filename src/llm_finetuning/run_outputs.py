@@ -1,14 +1,18 @@
-"""What a run leaves behind: ``summary.json``, ``metrics.jsonl``, ``plots/training.png`` and the final table.
+"""What a run leaves behind: ``summary.json``, ``metrics.jsonl``, ``run_state.json``, the plot and the table.
 
 ``RunRecorder`` keeps the summary as the run goes and rewrites ``summary.json`` atomically after every stage,
 so an interrupted run still shows what it measured, and ``--resume`` carries the evaluations of finished
-phases into the final summary.
+phases into the final summary. ``MetricsWriter`` appends every trainer log and evaluation to
+``metrics.jsonl``; ``RunState`` records which phases finished. ``RunRecorder.start`` is the one place that
+decides what a fresh run clears and what a resumed run keeps.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +33,13 @@ TABLE_ROWS = (
 
 
 class RunRecorder:
-    """The run's summary, metrics file and plot."""
+    """The run's summary, metrics file, run state and plot."""
 
-    def __init__(self, output_dir: Path, resume: bool) -> None:
+    def __init__(self, output_dir: Path, previous: dict[str, Any]) -> None:
         self.output_dir = output_dir
         self.summary_path = output_dir / "summary.json"
-        self.metrics_path = output_dir / "metrics.jsonl"
-        previous = _read_json(self.summary_path) if resume else {}
-        if not resume and self.metrics_path.exists():
-            self.metrics_path.unlink()  # a fresh run starts a fresh metrics file
+        self.metrics = MetricsWriter(output_dir / "metrics.jsonl")
+        self.state = RunState(output_dir)
         self.summary: dict[str, Any] = {
             "eval": {key: previous.get("eval", {}).get(key) for key in EVAL_KEYS},
             "phases": {
@@ -53,6 +55,18 @@ class RunRecorder:
             "complete": False,
         }
 
+    @classmethod
+    def start(cls, output_dir: Path, resume: bool) -> RunRecorder:
+        """A resumed run keeps the summary, metrics and run state it had; a fresh run starts all three anew."""
+        if resume:
+            return cls(output_dir, _read_json(output_dir / "summary.json"))
+        (output_dir / "metrics.jsonl").unlink(missing_ok=True)
+        RunState(output_dir).clear()
+        return cls(output_dir, {})
+
+    def has_eval(self, key: str) -> bool:
+        return bool(self.summary["eval"].get(key))
+
     def set(self, **values: Any) -> None:
         self.summary.update(values)
         self._write()
@@ -61,8 +75,14 @@ class RunRecorder:
         self.summary["eval"][key] = figures
         self._write()
 
-    def record_phase(self, phase: str, steps: int, seconds: float, **extra: Any) -> None:
-        self.summary["phases"][phase] = {"steps": steps, "seconds": seconds, **extra}
+    def record_phase(self, phase: str, result: Any) -> None:
+        """A finished phase's steps and seconds (a ``training.phase.PhaseResult``), and where it resumed from."""
+        resumed = {"resumed_from": result.resumed_from} if result.resumed_from else {}
+        self.summary["phases"][phase] = {"steps": result.steps, "seconds": result.seconds, **resumed}
+        self._write()
+
+    def record_skipped(self, phase: str) -> None:
+        self.summary["phases"][phase] = {"steps": 0, "seconds": 0.0, "skipped": True}
         self._write()
 
     def finish(self, seconds_total: float, complete: bool) -> dict[str, Any]:
@@ -72,7 +92,7 @@ class RunRecorder:
         try:
             from .plots import plot_training
 
-            plot_training(self.metrics_path, self.output_dir / "plots" / "training.png")
+            plot_training(self.metrics.path, self.output_dir / "plots" / "training.png")
         except Exception:  # a plot must never cost the user the run's results
             logger.exception("could not draw plots/training.png")
         return self.summary
@@ -82,6 +102,50 @@ class RunRecorder:
 
     def _write(self) -> None:
         write_json_atomic(self.summary_path, self.summary)
+
+
+class MetricsWriter:
+    """Appends one JSON object per record to ``metrics.jsonl`` (phase, step, time and the values)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, phase: str, step: int, values: dict[str, Any]) -> None:
+        clean = {k: v for k, v in values.items() if isinstance(v, (int, float, str, bool)) and _finite(v)}
+        record = {"phase": phase, "step": step, "time": round(time.time(), 3), **clean}
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+
+def _finite(value: Any) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+class RunState:
+    """Which phases of a run in ``output_dir`` have finished (``run_state.json``, written atomically)."""
+
+    def __init__(self, output_dir: str | Path) -> None:
+        self.path = Path(output_dir) / "run_state.json"
+
+    def load(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def is_done(self, phase: str) -> bool:
+        return self.load().get(phase, {}).get("done", False)
+
+    def mark_done(self, phase: str, **details: Any) -> None:
+        state = self.load()
+        state[phase] = {"done": True, **details}
+        write_json_atomic(self.path, state)
+
+    def clear(self) -> None:
+        """Forget every finished phase (a fresh run)."""
+        if self.path.exists():
+            write_json_atomic(self.path, {})
 
 
 def format_table(summary: dict[str, Any]) -> str:

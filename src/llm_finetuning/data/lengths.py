@@ -1,4 +1,4 @@
-"""Token lengths and the seed's percentile rule for GRPO prompt and completion budgets.
+"""Token lengths and the percentile rule for GRPO prompt and completion budgets.
 
 The rule (Unsloth's GRPO recipe): measure every prompt as the model sees it (chat template with the
 generation prompt), keep prompts at or under the ``p``-th percentile length, give prompts that length + 1

@@ -34,11 +34,12 @@ from ..config import DatasetSpec, PipelineConfig, PromptConfig
 from ..errors import DataError, ModelError
 from .formats import ADAPTERS, FormatAdapter, is_numeric, resolve_adapter
 from .lengths import length_limits, token_lengths
+from .loader import DatasetLoader
 
 if TYPE_CHECKING:
     from datasets import Dataset
 
-__all__ = ["DatasetProcessor", "GRPOData", "conversation"]
+__all__ = ["DatasetProcessor", "GRPOData", "conversation", "load_grpo_data", "load_sft_data"]
 
 logger = logging.getLogger(__name__)
 
@@ -275,3 +276,18 @@ def _measure_batch(batch: dict[str, list], tokenizer: Any, phase: str) -> dict[s
         conversations = [p + c for p, c in zip(batch["prompt"], batch["completion"])]
         texts = tokenizer.apply_chat_template(conversations, tokenize=False)
     return {_LENGTH: token_lengths(tokenizer, texts)}
+
+
+def load_grpo_data(config: PipelineConfig, tokenizer: Any) -> GRPOData:
+    """The config's GRPO dataset loaded and shaped: what GRPO trains on, and the held-out problems every
+    evaluation (the pipeline's, ``evaluate``'s default, ``debug_grpo.py``'s) is scored on."""
+    spec = config.data.grpo
+    raw = DatasetLoader(spec, config.data.seed, synthetic=config.data.synthetic).load()
+    return DatasetProcessor(config, tokenizer).grpo_dataset(raw, spec)
+
+
+def load_sft_data(config: PipelineConfig, tokenizer: Any) -> Dataset:
+    """The config's SFT dataset loaded and shaped into prompt/completion conversations."""
+    spec = config.data.sft
+    raw = DatasetLoader(spec, config.data.seed, synthetic=config.data.synthetic).load()
+    return DatasetProcessor(config, tokenizer).sft_dataset(raw, spec)

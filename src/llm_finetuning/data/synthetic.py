@@ -40,9 +40,9 @@ from ..errors import DataError
 if TYPE_CHECKING:
     from datasets import Dataset
 
-    from ..config import PipelineConfig, PromptConfig
+    from ..config import PromptConfig
 
-__all__ = ["GENERATORS", "generate_arithmetic", "heldout_pairings", "tokenizer_corpus", "tokenizer_corpus_for"]
+__all__ = ["GENERATORS", "generate_arithmetic", "heldout_pairings", "tokenizer_corpus"]
 
 _OPERATIONS = ("+", "-", "*")
 _NAMES = (("Tom", "He"), ("Sara", "She"), ("Ali", "He"), ("Mia", "She"), ("Ben", "He"), ("Lena", "She"))
@@ -69,19 +69,6 @@ def generate_arithmetic(cfg: SyntheticDataConfig, seed: int) -> Dataset:
 
 _COLUMNS = ("question", "answer", "solution", "split", "kind", "operations", "operands")
 GENERATORS = {"arithmetic": generate_arithmetic}  # synthetic:<name> -> generator(cfg, seed) -> Dataset
-
-
-def tokenizer_corpus_for(config: PipelineConfig) -> list[str] | None:
-    """The texts the built-in tiny model's tokenizer is trained on, or None for any other model.
-
-    The one place that decides it: training, the tools and the tests must build the same tiny base (its
-    cache key includes the corpus), so none of them assembles the corpus on its own.
-    """
-    from ..model.tiny import TINY_MODEL_NAME
-
-    if config.model.model_name != TINY_MODEL_NAME:
-        return None
-    return tokenizer_corpus(config.data.synthetic, config.data.seed, config.prompt)
 
 
 def tokenizer_corpus(cfg: SyntheticDataConfig, seed: int, prompt: PromptConfig | None = None) -> list[str]:

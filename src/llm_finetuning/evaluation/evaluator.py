@@ -1,7 +1,8 @@
 """Evaluate a model on held-out problems: greedy for format and answer accuracy, k samples for avg@k.
 
 Used before SFT, after SFT (= GRPO step 0), every ``eval_steps`` during GRPO, and after GRPO, always on the
-same problems so the numbers compare.
+same problems so the numbers compare. Scoring is ``scoring.score_problems`` / ``scoring.figures``, the same
+path the ``evaluate`` tool takes.
 """
 
 from __future__ import annotations
@@ -11,10 +12,17 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .generation import SamplingSettings, generate_completions
-from .metrics import CompletionJudge, summarize
+from ..config import PipelineConfig
+from ..generation import SamplingSettings, generate_detailed, generation_budget
+from .judge import CompletionJudge
+from .scoring import figures, score_problems
 
 logger = logging.getLogger(__name__)
+
+# The figures a run records per evaluation (summary.json "eval", metrics.jsonl): the greedy ones, plus the
+# answer accuracy of the k samples as sampled_answer_accuracy (avg@k).
+RECORDED = ("n", "format_accuracy", "answer_accuracy", "sampled_answer_accuracy", "reasoning_present",
+            "avg_reasoning_length", "avg_total_reward")
 
 
 @dataclass
@@ -27,26 +35,40 @@ class Evaluator:
     sampled: SamplingSettings | None = None  # None = no sampled accuracy (reported as None)
     batch_size: int = 32
 
+    @classmethod
+    def from_config(cls, config: PipelineConfig, problems: Any, judge: CompletionJudge,
+                    computed_budget: int | None) -> Evaluator:
+        """The run's evaluator: the first ``evaluation.num_samples`` problems, greedy plus ``sampled_k`` samples."""
+        evaluation = config.evaluation
+        budget = generation_budget(config, computed_budget)
+        return cls(
+            problems.select(range(min(evaluation.num_samples, len(problems)))),
+            judge,
+            SamplingSettings(greedy=True, max_new_tokens=budget),
+            SamplingSettings.from_config(config, num_samples=evaluation.sampled_k, max_new_tokens=budget),
+            batch_size=evaluation.batch_size,
+        )
+
     def evaluate(self, model: Any, tokenizer: Any, label: str, *, include_sampled: bool = True) -> dict[str, Any]:
         started = time.perf_counter()
-        prompts = [row["prompt"] for row in self.problems]
-        golds = [str(row["answer"]) for row in self.problems]
-        greedy = [group[0] for group in self._generate(model, tokenizer, prompts, self.greedy, label)]
-        sampled = None
+        greedy = figures(self._score(model, tokenizer, self.greedy, label))
+        sampled_accuracy = None  # periodic GRPO evaluations draw no samples: not a copy of the greedy figure
         if include_sampled and self.sampled is not None:
-            sampled = self._generate(model, tokenizer, prompts, self.sampled, f"{label} (sampled)")
-        figures, _ = summarize(self.judge, greedy, sampled, golds)
-        sampled_accuracy = figures["sampled_answer_accuracy"]
+            sampled_accuracy = figures(self._score(model, tokenizer, self.sampled, f"{label} (sampled)"))[
+                "answer_accuracy"
+            ]
+        result = {key: greedy.get(key) for key in RECORDED} | {"sampled_answer_accuracy": sampled_accuracy}
         logger.info(
             "eval %s: n=%d format %.3f answer %.3f sampled %s reward %.2f (%.1fs)",
-            label, figures["n"], figures["format_accuracy"], figures["answer_accuracy"],
-            "-" if sampled_accuracy is None else f"{sampled_accuracy:.3f}", figures["avg_total_reward"],
+            label, result["n"], result["format_accuracy"], result["answer_accuracy"],
+            "-" if sampled_accuracy is None else f"{sampled_accuracy:.3f}", result["avg_total_reward"],
             time.perf_counter() - started,
         )
-        return figures
+        return result
 
-    def _generate(self, model: Any, tokenizer: Any, prompts: list, sampling: SamplingSettings, label: str):
-        return generate_completions(
-            model, tokenizer, prompts, sampling, batch_size=self.batch_size, progress=True,
-            description=f"eval {label}",
+    def _score(self, model: Any, tokenizer: Any, sampling: SamplingSettings, label: str) -> list[dict[str, Any]]:
+        groups = generate_detailed(
+            model, tokenizer, [row["prompt"] for row in self.problems], sampling, batch_size=self.batch_size,
+            progress=True, description=f"eval {label}",
         )
+        return score_problems(self.judge, self.problems, groups)

@@ -9,14 +9,16 @@ from .adapters import atomic_directory
 from .backends import BACKENDS, choose_backend, get_backend
 from .manager import ModelManager
 from .template import render_chat_template
-from .tiny import TINY_MODEL_NAME, build_tiny_base
+from .tiny import BUILTIN_MODELS, TINY_MODEL_NAME, base_model_path, build_tiny_base
 from .unsloth_backend import import_unsloth
 
 __all__ = [
     "BACKENDS",
+    "BUILTIN_MODELS",
     "TINY_MODEL_NAME",
     "ModelManager",
     "atomic_directory",
+    "base_model_path",
     "build_tiny_base",
     "choose_backend",
     "get_backend",

@@ -28,15 +28,12 @@ from ..config import ModelConfig
 from ..errors import ModelError
 from .tiny import TINY_MODEL_NAME
 
-__all__ = ["BACKENDS", "Backend", "choose_backend", "get_backend", "resolve_dtype"]
+__all__ = ["BACKENDS", "Backend", "choose_backend", "get_backend"]
 
 BACKENDS: dict[str, str] = {
     "hf": "llm_finetuning.model.hf_backend:HFBackend",
     "unsloth": "llm_finetuning.model.unsloth_backend:UnslothBackend",
 }
-
-_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-
 
 class Backend(Protocol):
     """What ``ModelManager`` needs from a backend; model paths are local directories or Hub ids."""
@@ -112,15 +109,3 @@ def _unsloth_import_problem() -> str | None:
     except Exception as exc:  # noqa: BLE001 - a broken unsloth install raises anything; each means "use hf"
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
     return None
-
-
-def resolve_dtype(model_config: ModelConfig) -> torch.dtype:
-    """``model.dtype`` as a torch dtype; ``auto`` = bf16 on a CUDA GPU that supports it, fp16 on older GPUs, else fp32."""
-    if model_config.dtype != "auto":
-        return _DTYPES[model_config.dtype]
-    if not torch.cuda.is_available():
-        return torch.float32
-    if torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    # fp16 weights cannot hold trainable full-fine-tuning parameters under AMP; LoRA keeps adapters in fp32.
-    return torch.float16 if model_config.uses_lora else torch.float32

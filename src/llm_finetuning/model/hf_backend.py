@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
 from ..config import ModelConfig
 from ..errors import ModelError
-from .backends import resolve_dtype
+from .hardware import gradient_checkpointing, resolve_dtype
 
 __all__ = ["HFBackend", "load_hf_model", "load_hf_tokenizer"]
 
@@ -88,7 +88,7 @@ class HFBackend:
     def load_trainable(self, model_config: ModelConfig, model_path: str) -> tuple[Any, Any]:
         tokenizer = load_hf_tokenizer(model_path)
         model = load_hf_model(model_path, model_config)
-        checkpointing = model_config.gradient_checkpointing and torch.cuda.is_available()
+        checkpointing = gradient_checkpointing(model_config)
         if model_config.load_in_4bit:
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=checkpointing)
         elif checkpointing:

@@ -5,7 +5,7 @@ the base model (building the offline tiny model for ``builtin:tiny-qwen3``), add
 every weight trainable when ``model.lora`` is null or disabled), and gives the tokenizer our chat template.
 Saves are atomic (``adapters.atomic_directory``) and carry the tokenizer and ``chat_template.jinja``.
 
-    manager = ModelManager(cfg, tokenizer_corpus=texts)
+    manager = ModelManager(cfg)
     model, tokenizer = manager.load()          # trainable
     manager.save_adapter("outputs/sft/final")
     manager.free()
@@ -14,21 +14,18 @@ Saves are atomic (``adapters.atomic_directory``) and carry the tokenizer and ``c
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from ..config import PipelineConfig
 from ..errors import ModelError
 from .adapters import atomic_directory, recover_previous
 from .backends import choose_backend, get_backend
+from .hardware import free_memory
 from .template import apply_chat_template_to
-from .tiny import TINY_MODEL_NAME, build_tiny_base
+from .tiny import BUILTIN_MODELS, base_model_path
 
 __all__ = ["ModelManager"]
 
@@ -38,9 +35,8 @@ logger = logging.getLogger(__name__)
 class ModelManager:
     """Owns the model and tokenizer of one run; ``backend_name``/``backend_reason`` say which library and why."""
 
-    def __init__(self, config: PipelineConfig, tokenizer_corpus: Iterable[str] | None = None) -> None:
+    def __init__(self, config: PipelineConfig) -> None:
         self.config = config
-        self.tokenizer_corpus = list(tokenizer_corpus) if tokenizer_corpus is not None else None
         self.backend_name, self.backend_reason = choose_backend(config.model)
         logger.info("model backend: %s (%s)", self.backend_name, self.backend_reason)
         self.model: Any = None
@@ -51,33 +47,9 @@ class ModelManager:
     def uses_lora(self) -> bool:
         return self.config.model.uses_lora
 
-    @property
-    def uses_gradient_checkpointing(self) -> bool:
-        """Whether the loaded model checkpoints activations (never on CPU with the hf backend)."""
-        wanted = self.config.model.gradient_checkpointing
-        return wanted and (self.backend_name == "unsloth" or torch.cuda.is_available())
-
-    def base_model_path(self) -> str:
-        """The base model's Hub id or local directory; builds the tiny model for ``builtin:tiny-qwen3``."""
-        model_config = self.config.model
-        if model_config.model_name == TINY_MODEL_NAME:
-            path = build_tiny_base(
-                model_config.tiny,
-                self.config.prompt,
-                self.tokenizer_corpus,
-                self.config.output_dir,
-                model_config.max_seq_length,
-            )
-            return str(path)
-        if model_config.model_name.startswith("builtin:"):
-            raise ModelError(
-                f"model.model_name: unknown builtin model {model_config.model_name!r}; the only one is {TINY_MODEL_NAME}"
-            )
-        return model_config.model_name
-
     def load(self) -> tuple[Any, Any]:
         """Load the base model with LoRA (or fully trainable) and the tokenizer with our chat template."""
-        self.base_path = self.base_model_path()
+        self.base_path = base_model_path(self.config)
         model, tokenizer = get_backend(self.backend_name).load_trainable(self.config.model, self.base_path)
         self.model, self.tokenizer = model, _prepare_tokenizer(model, tokenizer, self.config)
         trainable, total = self.parameter_counts()
@@ -163,15 +135,13 @@ class ModelManager:
         return Path(path)
 
     @classmethod
-    def load_for_inference(
-        cls, config: PipelineConfig, adapter_path: str | Path, tokenizer_corpus: Iterable[str] | None = None
-    ) -> ModelManager:
+    def load_for_inference(cls, config: PipelineConfig, adapter_path: str | Path) -> ModelManager:
         """A manager holding base + saved adapter (or a saved full/merged model) in eval mode.
 
         Use ``.model`` and ``.tokenizer``, then ``.free()``. The tokenizer and its chat template come from
-        the save. ``tokenizer_corpus`` is needed only to rebuild a deleted tiny base model.
+        the save; a deleted builtin base model is rebuilt from the config.
         """
-        manager = cls(config, tokenizer_corpus)
+        manager = cls(config)
         path = Path(adapter_path)
         recover_previous(path)
         if not ((path / "adapter_config.json").is_file() or (path / "config.json").is_file()):
@@ -194,16 +164,11 @@ class ModelManager:
         recorded = json.loads((adapter_path / "adapter_config.json").read_text()).get(
             "base_model_name_or_path"
         )
-        if self.config.model.model_name != TINY_MODEL_NAME:
+        if self.config.model.model_name not in BUILTIN_MODELS:
             return self.config.model.model_name
         if recorded and Path(recorded).is_dir():
             return recorded
-        if self.tokenizer_corpus is None:
-            raise ModelError(
-                f"{adapter_path}: its tiny base model {recorded} is gone; rerun training, or pass the "
-                "tokenizer corpus to load_for_inference so it can be rebuilt"
-            )
-        return self.base_model_path()
+        return base_model_path(self.config)  # the builtin base was deleted: rebuild it
 
     def free(self) -> None:
         """Drop the model, tokenizer and any vLLM engine, collect garbage and empty the CUDA cache.
@@ -216,9 +181,7 @@ class ModelManager:
         self.model = None
         self.tokenizer = None
         del engine
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        free_memory()
 
     def _require_loaded(self) -> None:
         if self.model is None or self.tokenizer is None:

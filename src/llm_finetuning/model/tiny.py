@@ -1,7 +1,7 @@
 """The offline demo base model ``builtin:tiny-qwen3``: a random Qwen3 and a tokenizer trained on the task text.
 
 Why: the whole pipeline must run end to end on a CPU with no Hub access. A ~1 M-parameter Qwen3 trained from
-scratch learns the tag format and single-digit arithmetic in a minute (docs in shared/notes/stack.md).
+scratch learns the tag format and small-number arithmetic in a few minutes (figures in docs/benchmarks.md).
 
 The tokenizer is byte-level BPE trained locally with the ``tokenizers`` library. Digits are split one per
 token (a ``Digits`` pre-tokenizer before ``ByteLevel``), which helps a small model with arithmetic. The four
@@ -26,12 +26,22 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..config import PromptConfig, TinyModelSettings
+from ..config import PipelineConfig, PromptConfig, TinyModelSettings
+from ..errors import ModelError
 
-__all__ = ["EOS_TOKEN", "PAD_TOKEN", "TINY_MODEL_NAME", "TURN_TOKEN", "build_tiny_base", "tiny_cache_dir"]
+__all__ = [
+    "BUILTIN_MODELS",
+    "EOS_TOKEN",
+    "PAD_TOKEN",
+    "TINY_MODEL_NAME",
+    "TURN_TOKEN",
+    "base_model_path",
+    "build_tiny_base",
+    "tiny_cache_dir",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +61,36 @@ _FALLBACK_CORPUS = [
     "Compute 3 * 4 and give the answer. 3 * 4 = 12",
     "0 1 2 3 4 5 6 7 8 9 + - * / = ?",
 ]
+
+
+def build_tiny_for_run(config: PipelineConfig) -> Path:
+    """The run's tiny base: its tokenizer is trained on the demo's own text (training problems, tags, prompt).
+
+    The one place that decides the corpus: training, the tools and the tests must build the same tiny base
+    (its cache key includes the corpus), so none of them assembles it on its own.
+    """
+    from ..data.synthetic import tokenizer_corpus
+
+    corpus = tokenizer_corpus(config.data.synthetic, config.data.seed, config.prompt)
+    return build_tiny_base(
+        config.model.tiny, config.prompt, corpus, config.output_dir, config.model.max_seq_length
+    )
+
+
+# model.model_name "builtin:<name>" -> builder(config) -> a local directory that loads like any Hub model
+BUILTIN_MODELS: dict[str, Callable[[PipelineConfig], Path]] = {TINY_MODEL_NAME: build_tiny_for_run}
+
+
+def base_model_path(config: PipelineConfig) -> str:
+    """The base model's Hub id or local directory; a ``builtin:`` name is built (or reused) first."""
+    name = config.model.model_name
+    if name in BUILTIN_MODELS:
+        return str(BUILTIN_MODELS[name](config))
+    if name.startswith("builtin:"):
+        raise ModelError(
+            f"model.model_name: unknown builtin model {name!r}; valid: {', '.join(sorted(BUILTIN_MODELS))}"
+        )
+    return name
 
 
 def tiny_cache_dir(

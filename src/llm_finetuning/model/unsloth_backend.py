@@ -23,7 +23,7 @@ import torch
 
 from ..config import ModelConfig
 from ..errors import ModelError
-from .backends import resolve_dtype
+from .hardware import resolve_dtype
 
 __all__ = ["UnslothBackend", "import_unsloth"]
 

@@ -1,9 +1,14 @@
-"""Tools around training that share the model, data, rewards and evaluation layers (issue 7).
+"""Tools around training: thin commands over the library (argument parsing and printing here, the work in
+the packages the pipeline also uses).
 
-debug_grpo.py  why GRPO is not learning: diversity, tags, reward spread and truncation of sampled groups
-common.py      what every tool's command line shares: config and overrides, model loading, one-line errors
+evaluate.py    score a model on the run's held-out problems or a benchmark (accuracy, pass@k, breakdowns)
+infer.py       answer a question from the command line, interactively, or from a program (load_trained)
+export.py      LoRA merged into 16-bit weights, GGUF (Unsloth backend), upload to the Hub
+debug_grpo.py  why GRPO is (not) learning: diversity, tags, reward spread and truncation of sampled groups
+group_stats.py the pure figures debug_grpo reports
+check.py       what this machine can run: packages, CUDA, the backend auto picks, disk, Hub
+common.py      what the tools share: config flags, the run's trained weights, model loading
 
-The other tools are modules run with ``python -m``: ``llm_finetuning.evaluate`` (score a model on a
-dataset), ``llm_finetuning.infer`` (answer a question; ``load_trained`` / ``solve`` for programs) and
-``llm_finetuning.export`` (merged weights, GGUF, Hub upload). See docs/tools.md.
+Run them as ``python -m llm_finetuning.tools.<name>`` (``evaluate``, ``infer`` and ``export`` also as
+``python -m llm_finetuning.<name>``; ``debug_grpo.py`` and ``check.py`` at the repository root).
 """

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cli import add_config_arguments, command
 from ..config import PipelineConfig
 from ..errors import PipelineError
 from . import common
@@ -123,12 +124,12 @@ def load_problems(
                 f"--answer given {len(answers)} times for {len(prompts)} --prompt; match them"
             )
         golds = list(answers) or [""] * len(prompts)
-        return [common.conversation(config, p) for p in prompts], golds, None
-    from ..data import DatasetLoader, DatasetProcessor
+        from ..data.processor import conversation
 
-    spec = config.data.grpo
-    raw = DatasetLoader(spec, config.data.seed, synthetic=config.data.synthetic).load()
-    data = DatasetProcessor(config, tokenizer).grpo_dataset(raw, spec)
+        return [conversation(config.prompt.system_prompt, p) for p in prompts], golds, None
+    from ..data import load_grpo_data
+
+    data = load_grpo_data(config, tokenizer)
     rows = data.validation if data.validation is not None else data.train
     rows = rows.select(range(min(num, len(rows))))
     return list(rows["prompt"]), [str(a) for a in rows["answer"]], data.max_completion_length
@@ -143,14 +144,16 @@ def diagnose(
     answers: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Generate GRPO groups with the trained model and return the report (``prompts``, ``overall``, ``hints``)."""
-    from ..evaluation.generation import generate_detailed, render_prompts
+    from ..evaluation.judge import CompletionJudge
+    from ..generation import SamplingSettings, generate_detailed, generation_budget, render_prompts
     from ..rewards import build_rewards
 
     manager = common.load_model(config, adapter)
     try:
         conversations, golds, computed = load_problems(config, manager.tokenizer, num, prompts, answers)
         k = config.grpo_training.num_generations
-        sampling = common.grpo_sampling(config, k, common.generation_budget(config, computed))
+        budget = generation_budget(config, computed)
+        sampling = SamplingSettings.from_config(config, num_samples=k, max_new_tokens=budget)
         groups = generate_detailed(
             manager.model, manager.tokenizer, conversations, sampling,
             batch_size=config.evaluation.batch_size, progress=True, description="sampling groups",
@@ -160,13 +163,13 @@ def diagnose(
         )
     finally:
         manager.free()
-    funcs, weights = build_rewards(config.rewards, config.prompt)
+    judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
     tags = _tags(config, prefilled)
     per_prompt = [
         {
             "prompt": conversation[-1]["content"],
             "answer": gold,
-            **_figures(group, conversation, gold, tags, funcs, weights),
+            **_figures(group, conversation, gold, tags, judge),
         }
         for conversation, gold, group in zip(conversations, golds, groups, strict=True)
     ]
@@ -191,10 +194,10 @@ def _tags(config: PipelineConfig, prefilled: bool) -> list[str]:
     return tags if prefilled else [prompt.reasoning_start, *tags]
 
 
-def _figures(group, conversation, gold, tags, funcs, weights) -> dict[str, Any]:
+def _figures(group, conversation, gold, tags, judge) -> dict[str, Any]:
     texts = [completion.text for completion in group]
-    scores = common.reward_scores(funcs, [conversation] * len(texts), texts, [gold] * len(texts))
-    total = common.weighted_total(scores, weights)
+    scores = judge.reward_scores([conversation] * len(texts), texts, [gold] * len(texts))
+    total = judge.total_rewards(scores)
     figures = group_figures(texts, [c.finished for c in group], tags, scores, total)
     return {**figures, "completions": texts}
 
@@ -236,7 +239,7 @@ def render_table(report: dict[str, Any]) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="debug_grpo.py", description=__doc__.splitlines()[0])
-    common.add_config_arguments(parser)
+    add_config_arguments(parser)
     parser.add_argument("--adapter", help="trained weights to load (default: <output_dir>/sft/final)")
     parser.add_argument("--base", action="store_true", help="use the base model without any adapter")
     parser.add_argument(
@@ -248,16 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = common.parse_with(build_parser(), argv)
-
-    def body() -> int:
-        if args.num < 1:
-            raise PipelineError(f"--num must be >= 1 (got {args.num})")
-        config = common.resolve_config(args)
-        adapter = None if args.base else (args.adapter or common.default_adapter(config, prefer_grpo=False))
-        report = diagnose(config, adapter, num=args.num, prompts=args.prompt, answers=args.answer)
-        print(json.dumps(report, indent=2) if args.json else render_table(report))
-        return 0
-
-    return common.run_reporting_errors(body)
+@command(build_parser)
+def main(args: argparse.Namespace) -> int:
+    if args.num < 1:
+        raise PipelineError(f"--num must be >= 1 (got {args.num})")
+    config = common.config_from(args)
+    adapter = None if args.base else (args.adapter or common.default_adapter(config, prefer_grpo=False))
+    report = diagnose(config, adapter, num=args.num, prompts=args.prompt, answers=args.answer)
+    print(json.dumps(report, indent=2) if args.json else render_table(report))
+    return 0

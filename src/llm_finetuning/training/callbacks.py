@@ -6,16 +6,14 @@ hours of training.
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import signal
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
+
+from ..run_outputs import MetricsWriter
 
 logger = logging.getLogger(__name__)
 
@@ -30,24 +28,6 @@ def _never_raise(method: Callable) -> Callable:
 
     wrapper.__name__ = method.__name__
     return wrapper
-
-
-class MetricsWriter:
-    """Appends one JSON object per record to ``metrics.jsonl`` (phase, step, time and the values)."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-
-    def write(self, phase: str, step: int, values: dict[str, Any]) -> None:
-        clean = {k: v for k, v in values.items() if isinstance(v, (int, float, str, bool)) and _finite(v)}
-        record = {"phase": phase, "step": step, "time": round(time.time(), 3), **clean}
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
-
-
-def _finite(value: Any) -> bool:
-    return not isinstance(value, float) or math.isfinite(value)
 
 
 class MetricsLogging(TrainerCallback):

@@ -1,17 +1,15 @@
-"""Checkpoints that survive a crash mid-write, and the run state that says which phases finished.
+"""Checkpoints that survive a crash mid-write: the marker that resume trusts.
 
 Hugging Face writes ``checkpoint-N/`` file by file, so a crash can leave a half-written folder that looks
 like a checkpoint. ``CheckpointMarker`` writes ``checkpoint_complete.json`` into the folder after the trainer
-has saved it; resume only considers folders that carry the marker. ``RunState`` records finished phases in
-``run_state.json``, written atomically (temp file + rename).
+has saved it; resume only considers folders that carry the marker. (Which phases finished is
+``run_outputs.RunState``.)
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import Any
 
 from transformers import TrainerCallback
 
@@ -41,29 +39,3 @@ class CheckpointMarker(TrainerCallback):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if folder.is_dir():
             write_json_atomic(folder / MARKER, {"global_step": state.global_step})
-
-
-class RunState:
-    """Which phases of a run in ``output_dir`` have finished (``run_state.json``)."""
-
-    def __init__(self, output_dir: str | Path) -> None:
-        self.path = Path(output_dir) / "run_state.json"
-
-    def load(self) -> dict[str, Any]:
-        try:
-            return json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-
-    def is_done(self, phase: str) -> bool:
-        return self.load().get(phase, {}).get("done", False)
-
-    def mark_done(self, phase: str, **details: Any) -> None:
-        state = self.load()
-        state[phase] = {"done": True, **details}
-        write_json_atomic(self.path, state)
-
-    def clear(self, phase: str) -> None:
-        state = self.load()
-        if state.pop(phase, None) is not None:
-            write_json_atomic(self.path, state)

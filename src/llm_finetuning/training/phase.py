@@ -7,7 +7,6 @@ and dataloaders can be freed — happens here, once.
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 import weakref
@@ -16,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from ..errors import TrainingInterrupted
+from ..model import ModelManager
+from ..model.hardware import free_memory
 from . import trl_compat
 from .callbacks import GracefulStop, MetricsLogging, MetricsWriter
 from .checkpoints import CheckpointMarker, latest_complete_checkpoint
@@ -36,13 +35,13 @@ class PhaseResult:
 
 
 class TrainingPhase(ABC):
-    """One training phase over a model the caller owns (the model outlives the phase; the trainer does not)."""
+    """One training phase over the manager's model (the model outlives the phase; the trainer does not)."""
 
     name = "phase"
 
-    def __init__(self, model: Any, tokenizer: Any, output_dir: Path, metrics: MetricsWriter,
+    def __init__(self, manager: ModelManager, output_dir: Path, metrics: MetricsWriter,
                  callbacks: list[Any] | None = None) -> None:
-        self.model, self.tokenizer = model, tokenizer
+        self.manager = manager
         self.output_dir = Path(output_dir)
         self.metrics = metrics
         self.callbacks = list(callbacks or [])
@@ -96,10 +95,3 @@ def release(trainer: Any) -> None:
             setattr(trainer, attribute, None)
     if getattr(trainer, "accelerator", None) is not None:
         trainer.accelerator.free_memory()
-
-
-def free_memory() -> None:
-    """Collect garbage and give cached CUDA memory back (vLLM needs it for its KV cache)."""
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()

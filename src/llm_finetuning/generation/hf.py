@@ -1,4 +1,4 @@
-"""The one generation function behind evaluation, debugging and inference: batched ``model.generate``.
+"""The hf engine: batched ``model.generate`` on the loaded model (any backend, any device).
 
 Prompts are conversations rendered with the tokenizer's chat template and its generation prompt (which
 prefills the reasoning start tag), left-padded and generated in batches. Completions are decoded with special
@@ -10,53 +10,28 @@ tokens skipped — our tags are ordinary tokens, so they survive.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
-Conversation = list[dict[str, str]]
+from .settings import Completion, Conversation, SamplingSettings
 
 
-@dataclass(frozen=True)
-class Completion:
-    """One generated completion: its text, its length in tokens, and whether it stopped at EOS (not the limit)."""
-
-    text: str
-    num_tokens: int
-    finished: bool
-
-
-@dataclass(frozen=True)
-class SamplingSettings:
-    """How to sample: greedy, or ``num_samples`` completions per prompt at ``temperature``."""
-
-    greedy: bool = True
-    num_samples: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
-    min_p: float = 0.0
-    max_new_tokens: int = 256
-
-    def generate_kwargs(self) -> dict[str, Any]:
-        if self.greedy:
-            return {"do_sample": False, "num_return_sequences": 1}
-        kwargs: dict[str, Any] = {
-            "do_sample": True,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "num_return_sequences": self.num_samples,
-        }
-        kwargs["top_k"] = max(0, self.top_k)
-        if self.min_p > 0:
-            kwargs["min_p"] = self.min_p
-        return kwargs
-
-    @property
-    def per_prompt(self) -> int:
-        return 1 if self.greedy else self.num_samples
+def generate_kwargs(sampling: SamplingSettings) -> dict[str, Any]:
+    """The settings as ``model.generate`` keywords (0 turns top-k off there, -1 does here)."""
+    if sampling.greedy:
+        return {"do_sample": False, "num_return_sequences": 1}
+    kwargs: dict[str, Any] = {
+        "do_sample": True,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "num_return_sequences": sampling.num_samples,
+        "top_k": max(0, sampling.top_k),
+    }
+    if sampling.min_p > 0:
+        kwargs["min_p"] = sampling.min_p
+    return kwargs
 
 
 def render_prompts(tokenizer: Any, prompts: Sequence[Conversation | str]) -> list[str]:
@@ -123,7 +98,7 @@ def _generate_batch(
         max_new_tokens=sampling.max_new_tokens,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
-        **sampling.generate_kwargs(),
+        **generate_kwargs(sampling),
     )
     new_tokens = output[:, encoded["input_ids"].shape[1] :]
     decoded = tokenizer.batch_decode(new_tokens, skip_special_tokens=True)

@@ -13,47 +13,44 @@ from pathlib import Path
 from typing import Any
 
 from ..config import PipelineConfig
+from ..data import GRPOData
+from ..model import ModelManager
 from .arguments import grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
 from .phase import TrainingPhase
 
 
-class GRPOTrainingPipeline(TrainingPhase):
+class GRPOPhase(TrainingPhase):
     name = "grpo"
 
     def __init__(
         self,
         config: PipelineConfig,
-        model: Any,
-        tokenizer: Any,
-        train_dataset: Any,
+        manager: ModelManager,
+        data: GRPOData,
         reward_funcs: list[Any],
         reward_weights: list[float],
-        max_completion_length: int,
-        backend: str,
         metrics: MetricsWriter,
         evaluate: Callable[[Any, int], None] | None = None,
     ) -> None:
         callbacks = []
         if evaluate is not None and config.grpo_training.eval_strategy == "steps":
             callbacks.append(PeriodicEvaluation(config.grpo_training.eval_steps, evaluate))
-        super().__init__(model, tokenizer, Path(config.output_dir) / "grpo", metrics, callbacks)
-        self.config, self.train_dataset, self.backend = config, train_dataset, backend
+        super().__init__(manager, Path(config.output_dir) / "grpo", metrics, callbacks)
+        self.config, self.data = config, data
         self.reward_funcs, self.reward_weights = reward_funcs, reward_weights
-        self.max_completion_length = max_completion_length
 
     def build_trainer(self) -> Any:
         from trl import GRPOConfig, GRPOTrainer  # after unsloth, when unsloth is the backend
 
-        args = GRPOConfig(
-            **grpo_arguments(
-                self.config, self.output_dir, self.backend, self.max_completion_length, self.reward_weights
-            )
+        arguments = grpo_arguments(
+            self.config, self.output_dir, self.manager.backend_name, self.data.max_completion_length,
+            self.reward_weights,
         )
         return GRPOTrainer(
-            model=self.model,
-            args=args,
+            model=self.manager.model,
+            args=GRPOConfig(**arguments),
             reward_funcs=self.reward_funcs,
-            train_dataset=self.train_dataset,
-            processing_class=self.tokenizer,
+            train_dataset=self.data.train,
+            processing_class=self.manager.tokenizer,
         )

@@ -10,23 +10,25 @@ from pathlib import Path
 from typing import Any
 
 from ..config import PipelineConfig
+from ..model import ModelManager
 from .arguments import sft_arguments
 from .callbacks import MetricsWriter
 from .phase import TrainingPhase
 
 
-class SFTTrainingPipeline(TrainingPhase):
+class SFTPhase(TrainingPhase):
     name = "sft"
 
-    def __init__(self, config: PipelineConfig, model: Any, tokenizer: Any, train_dataset: Any, backend: str,
-                 metrics: MetricsWriter, callbacks: list[Any] | None = None) -> None:
-        super().__init__(model, tokenizer, Path(config.output_dir) / "sft", metrics, callbacks)
-        self.config, self.train_dataset, self.backend = config, train_dataset, backend
+    def __init__(self, config: PipelineConfig, manager: ModelManager, train_dataset: Any,
+                 metrics: MetricsWriter) -> None:
+        super().__init__(manager, Path(config.output_dir) / "sft", metrics)
+        self.config, self.train_dataset = config, train_dataset
 
     def build_trainer(self) -> Any:
         from trl import SFTConfig, SFTTrainer  # after unsloth, when unsloth is the backend
 
-        args = SFTConfig(**sft_arguments(self.config, self.output_dir, self.backend))
+        args = SFTConfig(**sft_arguments(self.config, self.output_dir, self.manager.backend_name))
         return SFTTrainer(
-            model=self.model, args=args, train_dataset=self.train_dataset, processing_class=self.tokenizer
+            model=self.manager.model, args=args, train_dataset=self.train_dataset,
+            processing_class=self.manager.tokenizer,
         )

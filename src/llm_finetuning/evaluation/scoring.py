@@ -1,0 +1,119 @@
+"""Score generated completions, and the figures every evaluation reports under one set of names.
+
+The pipeline's evaluations (before SFT, after SFT, during and after GRPO) and the ``evaluate`` tool both go
+through ``score_problems`` (one row per problem) and ``figures`` (the summary), so a number means the same
+wherever it is printed. The names, for ``n`` problems with ``k`` completions each:
+
+    answer_accuracy        share of all completions the grader accepts (greedy accuracy when k = 1)
+    pass@k                 share of problems with at least one accepted completion (k > 1 only)
+    format_accuracy        share of completions in the exact tag layout (the match_format_exactly reward)
+    reasoning_present      share of completions with text before the reasoning end tag
+    avg_reasoning_length   mean length of that text, in characters
+    avg_completion_tokens  mean completion length, in tokens
+    truncation_rate        share of completions cut at the token budget instead of ending
+    avg_total_reward       mean weighted sum of the training rewards
+    rewards                each reward's mean score
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from ..generation import Completion
+from ..rewards.math_grading import warm_up
+from .judge import CompletionJudge
+
+BREAKDOWN_COLUMNS = ("subject", "level")  # metadata the data layer keeps (MATH: subject/type, level)
+
+
+def score_problems(
+    judge: CompletionJudge, problems: Any, groups: Sequence[Sequence[Completion]]
+) -> list[dict[str, Any]]:
+    """One row per problem (rows with a conversation ``prompt`` and a string ``answer``): its completions judged."""
+    # A symbolic comparison that finds the sympy worker still starting counts as "not equal": wait for it
+    # (seconds, once per process) so the first problems are judged like the rest.
+    warm_up()
+    metadata = [column for column in BREAKDOWN_COLUMNS if column in _columns(problems)]
+    return [
+        _score_problem(judge, index, row, group, metadata)
+        for index, (row, group) in enumerate(zip(problems, groups, strict=True))
+    ]
+
+
+def _score_problem(judge: CompletionJudge, index: int, row: dict, group: Sequence[Completion],
+                   metadata: list[str]) -> dict[str, Any]:
+    texts, gold = [c.text for c in group], str(row["answer"])
+    correct = [judge.is_correct(text, gold) for text in texts]
+    scores = judge.reward_scores([row["prompt"]] * len(texts), texts, [gold] * len(texts))
+    return {
+        "index": index,
+        "prompt": row["prompt"][-1]["content"],
+        "gold": gold,
+        "completions": texts,
+        "extracted_answers": [judge.answer(text) for text in texts],
+        "correct": correct,
+        "passed": any(correct),
+        "formatted": judge.is_formatted(texts),
+        "reasoning_lengths": [len(judge.reasoning(text)) for text in texts],
+        "num_tokens": [c.num_tokens for c in group],
+        "finished": [c.finished for c in group],
+        "rewards": scores,
+        "total_reward": judge.total_rewards(scores),
+        **{column: row[column] for column in metadata},
+    }
+
+
+def figures(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The summary figures of scored problems (names in the module docstring)."""
+    k = len(results[0]["completions"]) if results else 0
+    reward_names = list(results[0]["rewards"]) if results else []
+    summary: dict[str, Any] = {"n": len(results), "k": k, "answer_accuracy": _mean(results, "correct", 4)}
+    if k > 1:
+        summary[f"pass@{k}"] = _share([r["passed"] for r in results])
+    summary.update(
+        format_accuracy=_mean(results, "formatted", 4),
+        reasoning_present=_share([length > 0 for r in results for length in r["reasoning_lengths"]]),
+        avg_reasoning_length=_mean(results, "reasoning_lengths", 2),
+        avg_completion_tokens=_mean(results, "num_tokens", 2),
+        truncation_rate=round(1 - _mean(results, "finished", 6), 4) if results else 0.0,
+        avg_total_reward=_mean(results, "total_reward", 4),
+        rewards={name: round(statistics.mean(s for r in results for s in r["rewards"][name]), 4)
+                 for name in reward_names},
+    )
+    return summary
+
+
+def breakdowns(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """The figures per value of each breakdown column the results carry (e.g. per subject, per level)."""
+    tables: dict[str, dict[str, dict[str, Any]]] = {}
+    for column in BREAKDOWN_COLUMNS:
+        if not results or column not in results[0]:
+            continue
+        groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for result in results:
+            groups[str(result[column])].append(result)
+        tables[column] = {value: _short(figures(members)) for value, members in sorted(groups.items())}
+    return tables
+
+
+def _short(summary: dict[str, Any]) -> dict[str, Any]:
+    keep = ("n", "answer_accuracy", "format_accuracy", f"pass@{summary['k']}", "avg_completion_tokens")
+    return {key: summary[key] for key in keep if key in summary}
+
+
+def _mean(results: Sequence[dict[str, Any]], key: str, digits: int) -> float:
+    # statistics.mean is exact on bools and ints, so the same completions always give the same figure
+    values = [value for r in results for value in r[key]]
+    return round(statistics.mean(values), digits) if values else 0.0
+
+
+def _share(flags: Sequence[bool]) -> float:
+    return round(sum(flags) / len(flags), 4) if flags else 0.0
+
+
+def _columns(problems: Any) -> list[str]:
+    names = getattr(problems, "column_names", None)
+    return list(names) if names is not None else (list(problems[0]) if len(problems) else [])

@@ -1,0 +1,68 @@
+"""What every generation engine agrees on: the sampling settings, the generation budget, and a completion.
+
+``SamplingSettings.from_config`` is the one place that turns the config's ``vllm_sampling`` section into
+settings (GRPO, sampled evaluation, ``debug_grpo.py`` and ``evaluate --k`` all sample alike), and
+``generation_budget`` the one place that decides how many new tokens a completion may have.
+
+    >>> from llm_finetuning.config import PipelineConfig
+    >>> config = PipelineConfig.from_dict({"vllm_sampling": {"temperature": 0.8}})
+    >>> SamplingSettings.from_config(config, num_samples=4, max_new_tokens=64).temperature
+    0.8
+    >>> generation_budget(config.with_overrides(["evaluation.max_new_tokens=32"]))
+    32
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import PipelineConfig
+
+Conversation = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generated completion: its text, its length in tokens, and whether it stopped at EOS (not the limit)."""
+
+    text: str
+    num_tokens: int
+    finished: bool
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How to sample: greedy, or ``num_samples`` completions per prompt at ``temperature``."""
+
+    greedy: bool = True
+    num_samples: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1  # -1 = no top-k cut
+    min_p: float = 0.0  # 0 = no min-p cut
+    max_new_tokens: int = 256
+
+    @classmethod
+    def from_config(cls, config: PipelineConfig, *, num_samples: int, max_new_tokens: int) -> SamplingSettings:
+        """Sampling as GRPO does it: the config's ``vllm_sampling`` settings, ``num_samples`` per prompt."""
+        sampling = config.vllm_sampling
+        return cls(
+            greedy=False,
+            num_samples=num_samples,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            min_p=sampling.min_p,
+            max_new_tokens=max_new_tokens,
+        )
+
+    @property
+    def per_prompt(self) -> int:
+        return 1 if self.greedy else self.num_samples
+
+
+def generation_budget(config: PipelineConfig, computed: int | None = None) -> int:
+    """New tokens per completion: ``evaluation.max_new_tokens``, else GRPO's budget (configured, else the one
+    ``computed`` from the data), else half of ``max_seq_length``."""
+    budget = config.evaluation.max_new_tokens or config.grpo_training.max_completion_length or computed
+    return budget or config.model.max_seq_length // 2
