@@ -122,3 +122,10 @@ def test_help_config_lists_fields_with_values_from_the_config(capsys):
     out = capsys.readouterr().out
     assert "grpo_training.beta: float = 0.04  # KL coefficient" in out
     assert "model.model_name: str = 'builtin:tiny-qwen3'" in out
+
+
+def test_num_threads_is_a_positive_count_or_null():
+    assert PipelineConfig.from_dict({"num_threads": 2}).num_threads == 2
+    assert PipelineConfig().num_threads is None
+    with pytest.raises(ConfigError, match="num_threads: must be > 0"):
+        PipelineConfig.from_dict({"num_threads": 0})

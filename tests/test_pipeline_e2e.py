@@ -54,6 +54,7 @@ def test_run_writes_every_output(finished_run):
     assert summary["save_path"] == str((output_dir / "grpo_saved_lora").resolve())
     assert summary["backend"] == "hf"
     assert {"torch", "trl", "transformers"} <= set(summary["versions"])
+    assert set(summary["cpu"]) == {"model", "flags", "torch_capability", "threads"}  # what decides CPU numerics
     assert summary["seconds_total"] > 0 and summary["complete"] is True
 
 

@@ -54,6 +54,33 @@ def device_description() -> str:
     return f"cpu ({platform.processor() or platform.machine()})"
 
 
+# CPU features that choose which kernels torch (oneDNN, MKL, its own vectorised code) runs: the same run on
+# CPUs with different features can round differently and end with different figures.
+_KERNEL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile", "fma")
+
+
+def cpu_description() -> dict[str, object]:
+    """What decides CPU numerics: the model, the kernel-relevant flags, torch's vector capability, threads."""
+    import torch
+
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model in ("", platform.machine(), platform.processor()):
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:  # not Linux: the flags are unknown, torch's capability below still says which kernels run
+        pass
+    return {
+        "model": model,
+        "flags": [flag for flag in _KERNEL_FLAGS if flag in flags],
+        "torch_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+    }
+
+
 def free_disk_gib(path: str | Path) -> float:
     """Free space on the disk holding ``path`` (or its nearest existing parent)."""
     path = Path(path).resolve()

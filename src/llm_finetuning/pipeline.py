@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from .config import PipelineConfig
 from .data import GRPOData, load_grpo_data, load_sft_data
 from .errors import TrainingInterrupted
@@ -45,11 +47,13 @@ def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, 
     """Run the pipeline; return the summary (also written to ``<output_dir>/summary.json``)."""
     options = options or RunOptions()
     started = time.perf_counter()
-    # 0. output dir, logging, the resolved config, a fresh (or resumed) summary; the backend is imported
-    #    before anything pulls in trl/transformers
+    # 0. output dir, logging, threads, the resolved config, a fresh (or resumed) summary; the backend is
+    #    imported before anything pulls in trl/transformers
     output_dir = Path(config.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     setup_logging(config.log_level, output_dir)
+    if config.num_threads is not None:  # CPU numerics depend on the thread count: fix it, don't inherit it
+        torch.set_num_threads(config.num_threads)
     (output_dir / "config.yaml").write_text(config.to_yaml())
     recorder = RunRecorder.start(output_dir, resume=options.resume)
     if choose_backend(config.model)[0] == "unsloth":

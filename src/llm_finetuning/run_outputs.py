@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic_io import write_json_atomic
-from .environment import device_description, package_versions
+from .environment import cpu_description, device_description, package_versions
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ class RunRecorder:
             "backend": None,
             "backend_reason": None,
             "device": device_description(),
+            "cpu": cpu_description(),  # model, kernel flags, torch's vector capability, threads
             "versions": package_versions(),
             "seconds_total": 0.0,
             "complete": False,

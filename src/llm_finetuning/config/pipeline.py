@@ -74,6 +74,10 @@ class PipelineConfig:
     seed: int = option(3407, "global seed (torch, python, data)")
     report_to: Literal["none", "tensorboard", "wandb", "trackio"] = option("none", "experiment tracker")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = option("INFO", "console and training.log level")
+    num_threads: int | None = option(
+        None,
+        "torch CPU threads for this run (recorded in summary.json); null = torch's default, one per core",
+    )
     model: ModelConfig = option(
         factory=ModelConfig, help="which base model, which backend, LoRA or full fine-tuning"
     )
@@ -94,6 +98,12 @@ class PipelineConfig:
     )
 
     def __post_init__(self) -> None:
+        if self.num_threads is not None:
+            require(
+                self.num_threads > 0,
+                "num_threads",
+                f"must be > 0, or null for torch's default (got {self.num_threads})",
+            )
         grpo = self.grpo_training
         if grpo.max_prompt_length is not None and grpo.max_completion_length is not None:
             total = grpo.max_prompt_length + grpo.max_completion_length
