@@ -109,6 +109,7 @@ def test_two_cpu_processes_form_one_group_and_take_turns(tmp_path):
         assert report["launch"] == {"launcher": "accelerate", "world_size": 2, "rank": rank, "local_rank": rank,
                                     "started_alone": False}
         assert report["backend"] == "gloo"
+        assert report["trainer_device_loads"]  # a multi-process run can resume from its checkpoints
         assert report["cache_seen"] == "built by rank 0"  # main_process_first: the main process went first
         assert report["writer_lines"] == ["written by rank 0"]  # run_on_main: one writer, done before anyone left
         assert report["arrivals_seen_after_barrier"] == [0, 1]
@@ -120,6 +121,7 @@ def _worker(out: Path) -> None:
     """One rank of the two-process test: use every helper, write what it saw to report-<rank>.json."""
     launch = join_process_group()
     rank, report = launch.rank, {"launch": launch.__dict__, "backend": torch.distributed.get_backend()}
+    report["trainer_device_loads"] = _trainer_device_loads(out / f"tensor-{rank}.pt")
     cache = out / "cache.txt"
     with main_process_first():
         if launch.is_main_process:
@@ -139,6 +141,14 @@ def _worker(out: Path) -> None:
     except (ZeroDivisionError, PipelineError) as exc:
         report["failure"] = type(exc).__name__
     (out / f"report-{rank}.json").write_text(json.dumps(report))
+
+
+def _trainer_device_loads(path: Path) -> bool:
+    """Whether a checkpoint loads onto the device a Trainer in this process would resume on."""
+    from accelerate import PartialState
+
+    torch.save({"state": torch.ones(2)}, path)
+    return torch.load(path, map_location=PartialState(cpu=True).device)["state"].sum().item() == 2
 
 
 if __name__ == "__main__":

@@ -107,6 +107,11 @@ def join_process_group(launch: Launch | None = None) -> Launch:
     if launch.is_distributed and not dist.is_initialized():
         from accelerate import PartialState
 
+        if not torch.cuda.is_available():
+            # accelerate names each CPU rank's device "cpu:0", which torch.load cannot map to: the Trainer
+            # resuming a multi-process run loads optimizer.pt with map_location=args.device and fails.
+            # Its PartialState (here and in every TrainingArguments) reads the device from this variable.
+            os.environ.setdefault("ACCELERATE_TORCH_DEVICE", "cpu")
         PartialState(cpu=not torch.cuda.is_available())  # also sets this rank's CUDA device
     formed = dist.get_world_size() if dist.is_initialized() else 1
     if formed != launch.world_size:
