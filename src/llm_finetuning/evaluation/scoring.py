@@ -107,7 +107,7 @@ def _short(summary: dict[str, Any]) -> dict[str, Any]:
 def _mean(results: Sequence[dict[str, Any]], key: str, digits: int) -> float:
     # statistics.mean is exact on bools and ints, so the same completions always give the same figure
     values = [value for r in results for value in r[key]]
-    return round(statistics.mean(values), digits) if values else 0.0
+    return round(float(statistics.mean(values)), digits) if values else 0.0
 
 
 def _share(flags: Sequence[bool]) -> float:
