@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ..config import GRPOTrainingConfig, PipelineConfig, SFTTrainingConfig
+from ..model.backends import unsloth_fast_inference
 
 
 def precision(config: PipelineConfig) -> dict[str, bool]:
@@ -73,7 +74,7 @@ def vllm_wanted(config: PipelineConfig, backend: str) -> bool:
     if config.grpo_training.use_vllm is not None:
         return config.grpo_training.use_vllm
     if backend == "unsloth":
-        return config.model.fast_inference
+        return unsloth_fast_inference(config.model)
     return torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
 
 
