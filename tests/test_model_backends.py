@@ -17,11 +17,12 @@ import textwrap
 import pytest
 import torch
 
-from llm_finetuning.config import ConfigError, LoraSettings, ModelConfig
+from llm_finetuning.config import ConfigError, LoraSettings, ModelConfig, PipelineConfig
 from llm_finetuning.errors import ModelError
 from llm_finetuning.model import BACKENDS, TINY_MODEL_NAME, choose_backend, get_backend
 from llm_finetuning.model.backends import unsloth_fast_inference, vllm_problem
 from llm_finetuning.model.unsloth_backend import _engine_wanted
+from llm_finetuning.training.arguments import vllm_wanted
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def cuda_without_unsloth(monkeypatch, without_unsloth):
     [
         (
             ModelConfig(backend="auto"),
-            ("hf", "auto: no CUDA GPU, and unsloth needs one; using transformers + peft"),
+            ("hf", "auto: no CUDA GPU, so transformers + peft (backend: unsloth runs Unsloth's CPU mode)"),
         ),
         (ModelConfig(backend="hf"), ("hf", "model.backend: hf was asked for")),
     ],
@@ -99,6 +100,8 @@ def test_asking_for_unsloth_when_it_is_missing_names_the_install_command(monkeyp
 def test_unsloth_starts_a_vllm_engine_only_on_cuda(monkeypatch, fast_inference, cuda, engine):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     assert unsloth_fast_inference(ModelConfig(fast_inference=fast_inference)) is engine
+    config = PipelineConfig(model=ModelConfig(fast_inference=fast_inference))
+    assert vllm_wanted(config, "unsloth") is engine  # GRPO asks for vLLM exactly when the engine starts
 
 
 def _vllm_installed(monkeypatch, version: str | None) -> None:

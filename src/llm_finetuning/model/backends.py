@@ -15,7 +15,7 @@ registry stores import paths, not classes, so importing this package never pulls
 unsloth or vllm.
 
     >>> choose_backend(ModelConfig(backend="auto"))     # doctest: +SKIP
-    ('hf', 'auto: no CUDA GPU, and unsloth needs one; using transformers + peft')
+    ('hf', 'auto: no CUDA GPU, so transformers + peft (backend: unsloth runs Unsloth's CPU mode)')
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def choose_backend(model_config: ModelConfig) -> tuple[str, str]:
             return "unsloth", "model.backend: unsloth was asked for; no CUDA GPU, so Unsloth runs in its CPU mode"
         return "unsloth", "model.backend: unsloth was asked for and CUDA is available"
     if not cuda:
-        return "hf", "auto: no CUDA GPU, and unsloth needs one; using transformers + peft"
+        return "hf", "auto: no CUDA GPU, so transformers + peft (backend: unsloth runs Unsloth's CPU mode)"
     if model_config.model_name == TINY_MODEL_NAME:
         return (
             "hf",
