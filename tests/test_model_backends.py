@@ -1,15 +1,25 @@
-"""Backend choice: auto picks hf on CPU and says why; impossible choices fail with a one-line fix."""
+"""Backend choice: auto picks hf on CPU and says why; impossible choices fail with a one-line fix.
+
+Unsloth on a machine without CUDA (its CPU mode) is executed by the Unsloth lane (tests/test_unsloth_lane.py);
+here its absence and vLLM's states are simulated, so these run in any environment.
+"""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
+import logging
 
 import pytest
 import torch
 
-from llm_finetuning.config import ConfigError, LoraSettings, ModelConfig
+from llm_finetuning.config import ConfigError, LoraSettings, ModelConfig, PipelineConfig
 from llm_finetuning.errors import ModelError
 from llm_finetuning.model import BACKENDS, TINY_MODEL_NAME, choose_backend, get_backend
+from llm_finetuning.model.backends import vllm_problem
+from llm_finetuning.model.hardware import unsloth_fast_inference
+from llm_finetuning.model.unsloth_backend import _engine_wanted
+from llm_finetuning.training.arguments import vllm_wanted
 
 
 @pytest.fixture
@@ -18,12 +28,16 @@ def no_cuda(monkeypatch):
 
 
 @pytest.fixture
-def cuda_without_unsloth(monkeypatch):
+def without_unsloth(monkeypatch):
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "unsloth" else real_find_spec(name, *a)
     )
+
+
+@pytest.fixture
+def cuda_without_unsloth(monkeypatch, without_unsloth):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
 
 
 @pytest.mark.usefixtures("no_cuda")
@@ -32,7 +46,7 @@ def cuda_without_unsloth(monkeypatch):
     [
         (
             ModelConfig(backend="auto"),
-            ("hf", "auto: no CUDA GPU, and unsloth needs one; using transformers + peft"),
+            ("hf", "auto: no CUDA GPU, so transformers + peft (backend: unsloth runs Unsloth's CPU mode)"),
         ),
         (ModelConfig(backend="hf"), ("hf", "model.backend: hf was asked for")),
     ],
@@ -45,10 +59,6 @@ def test_choice_on_a_cpu_machine(model_config, expected):
 @pytest.mark.parametrize(
     ("model_config", "fix"),
     [
-        (
-            ModelConfig(backend="unsloth"),
-            r"unsloth needs a CUDA GPU; use backend: hf \(or auto\) on this machine",
-        ),
         (ModelConfig(backend="auto", load_in_4bit=True), "set load_in_4bit: false on this machine"),
         (ModelConfig(backend="hf", load_in_4bit=True), "set load_in_4bit: false on this machine"),
     ],
@@ -72,10 +82,89 @@ def test_auto_on_cuda_falls_back_to_hf_and_says_why(model_config, expected_name,
     assert name == expected_name and reason_part in reason
 
 
-@pytest.mark.usefixtures("cuda_without_unsloth")
-def test_asking_for_unsloth_when_it_is_missing_names_the_install_command():
-    with pytest.raises(ModelError, match=r"uv sync --extra gpu\) or use backend: hf"):
+@pytest.mark.parametrize("cuda", [True, False])
+def test_asking_for_unsloth_when_it_is_missing_names_the_install_command(monkeypatch, without_unsloth, cuda):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    expected = r"unsloth cannot be imported \(not installed\); install the gpu extra \(uv sync --extra gpu\) or use backend: hf"
+    with pytest.raises(ModelError, match=expected) as info:
         choose_backend(ModelConfig(backend="unsloth"))
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("fast_inference", "cuda", "engine"), [(True, True, True), (True, False, False), (False, True, False)]
+)
+def test_unsloth_starts_a_vllm_engine_only_on_cuda(monkeypatch, fast_inference, cuda, engine):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    assert unsloth_fast_inference(ModelConfig(fast_inference=fast_inference)) is engine
+    config = PipelineConfig(model=ModelConfig(fast_inference=fast_inference))
+    assert vllm_wanted(config, "unsloth") is engine  # GRPO asks for vLLM exactly when the engine starts
+
+
+def _vllm_installed(monkeypatch, version: str | None) -> None:
+    real_version = importlib.metadata.version
+
+    def version_of(name):
+        if name != "vllm":
+            return real_version(name)
+        if version is None:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return version
+
+    monkeypatch.setattr(importlib.metadata, "version", version_of)
+
+
+@pytest.mark.parametrize(
+    ("installed", "cuda", "loadable", "expected"),
+    [
+        (None, True, False, "vLLM is not installed; install the gpu extra (uv sync --extra gpu)"),
+        ("0.31.0", False, False, "vLLM 0.31.0 is installed but cannot load without a CUDA driver"),
+        ("0.31.0", True, False, "vLLM 0.31.0 is installed but its binary extension does not load; reinstall the gpu extra"),
+        ("0.31.0", True, True, None),
+    ],
+)
+def test_the_vllm_problem_says_what_is_actually_wrong(monkeypatch, installed, cuda, loadable, expected):
+    _vllm_installed(monkeypatch, installed)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    real_find_spec = importlib.util.find_spec
+    spec = real_find_spec("json")  # any spec: vllm "is findable"
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: (spec if loadable else None) if name == "vllm" else real_find_spec(name, *a))
+    assert vllm_problem() == expected
+
+
+def test_the_vllm_problem_on_this_machine_reads_the_installed_metadata():
+    if torch.cuda.is_available():
+        pytest.skip("describes a machine without CUDA")
+    try:
+        expected = f"vLLM {importlib.metadata.version('vllm')} is installed but cannot load without a CUDA driver"
+    except importlib.metadata.PackageNotFoundError:
+        expected = "vLLM is not installed; install the gpu extra (uv sync --extra gpu)"
+    assert vllm_problem() == expected
+
+
+@pytest.mark.usefixtures("no_cuda")
+def test_fast_inference_is_turned_off_without_cuda_with_a_one_line_notice(monkeypatch, caplog):
+    _vllm_installed(monkeypatch, "0.31.0")
+    with caplog.at_level(logging.WARNING, logger="llm_finetuning.model.unsloth_backend"):
+        assert _engine_wanted(ModelConfig(fast_inference=True)) is False
+        assert _engine_wanted(ModelConfig(fast_inference=False)) is False
+    (notice,) = caplog.messages
+    assert notice == (
+        "model.fast_inference: off, no CUDA GPU (vLLM 0.31.0 is installed but cannot load without a CUDA driver); "
+        "GRPO generates with model.generate"
+    )
+
+
+def test_fast_inference_on_cuda_without_vllm_is_a_one_line_error(monkeypatch):
+    _vllm_installed(monkeypatch, None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(ModelError) as info:
+        _engine_wanted(ModelConfig(fast_inference=True))
+    assert str(info.value) == (
+        "model.fast_inference: vLLM is not installed; install the gpu extra (uv sync --extra gpu), "
+        "or set fast_inference: false"
+    )
 
 
 def test_four_bit_full_fine_tuning_is_a_config_error():

@@ -3,21 +3,25 @@
 Two backends share one interface (``Backend`` below):
 
 - ``unsloth``: Unsloth's ``FastLanguageModel`` (fused kernels, 4-bit QLoRA, a colocated vLLM engine for
-  GRPO generation). Needs a CUDA GPU and the ``gpu`` extra.
+  GRPO generation) on a CUDA GPU; needs the ``gpu`` extra. Asked for explicitly on a machine without CUDA,
+  it runs in Unsloth's CPU mode (stock transformers + peft + TRL underneath, no vLLM engine): that is how
+  CI executes this backend.
 - ``hf``: plain transformers + peft. Runs anywhere; on CUDA it uses bf16 (and bitsandbytes for 4-bit).
 
-``choose_backend`` is pure and cheap on a CPU machine: it imports unsloth only when CUDA is available,
-because unsloth must be imported before trl/transformers (see ``unsloth_backend.import_unsloth``). The
+``choose_backend`` is pure and cheap on a CPU machine unless ``unsloth`` is asked for: ``auto`` imports
+unsloth only when CUDA is available, because unsloth must be imported before trl/transformers (see
+``unsloth_backend.import_unsloth``) and, on a CPU, importing it switches TRL's trainers to its CPU mode. The
 registry stores import paths, not classes, so importing this package never pulls in transformers, peft,
 unsloth or vllm.
 
     >>> choose_backend(ModelConfig(backend="auto"))     # doctest: +SKIP
-    ('hf', 'auto: no CUDA GPU, and unsloth needs one; using transformers + peft')
+    ('hf', 'auto: no CUDA GPU, so transformers + peft (backend: unsloth runs Unsloth's CPU mode)')
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,7 +32,7 @@ from ..config import ModelConfig
 from ..errors import ModelError
 from .tiny import TINY_MODEL_NAME
 
-__all__ = ["BACKENDS", "Backend", "choose_backend", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "choose_backend", "get_backend", "vllm_problem"]
 
 BACKENDS: dict[str, str] = {
     "hf": "llm_finetuning.model.hf_backend:HFBackend",
@@ -72,19 +76,17 @@ def choose_backend(model_config: ModelConfig) -> tuple[str, str]:
     if model_config.backend == "hf":
         return "hf", "model.backend: hf was asked for"
     if model_config.backend == "unsloth":
-        if not cuda:
-            raise ModelError(
-                "model.backend: unsloth needs a CUDA GPU; use backend: hf (or auto) on this machine"
-            )
         problem = _unsloth_import_problem()
         if problem:
             raise ModelError(
                 f"model.backend: unsloth cannot be imported ({problem}); "
                 "install the gpu extra (uv sync --extra gpu) or use backend: hf"
             )
+        if not cuda:
+            return "unsloth", "model.backend: unsloth was asked for; no CUDA GPU, so Unsloth runs in its CPU mode"
         return "unsloth", "model.backend: unsloth was asked for and CUDA is available"
     if not cuda:
-        return "hf", "auto: no CUDA GPU, and unsloth needs one; using transformers + peft"
+        return "hf", "auto: no CUDA GPU, so transformers + peft (backend: unsloth runs Unsloth's CPU mode)"
     if model_config.model_name == TINY_MODEL_NAME:
         return (
             "hf",
@@ -108,4 +110,22 @@ def _unsloth_import_problem() -> str | None:
         import_unsloth()
     except Exception as exc:  # noqa: BLE001 - a broken unsloth install raises anything; each means "use hf"
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+    return None
+
+
+def vllm_problem() -> str | None:
+    """Why vLLM cannot generate on this machine, or None; never imports vllm.
+
+    Installed is not the same as loadable: the ``vllm`` wheel is a CUDA build whose binary extension needs
+    the CUDA driver (``libcuda.so.1``), and once unsloth has found it broken it hides the package from
+    ``importlib.util.find_spec``. The installed version is read from the package metadata instead.
+    """
+    try:
+        version = importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return "vLLM is not installed; install the gpu extra (uv sync --extra gpu)"
+    if not torch.cuda.is_available():
+        return f"vLLM {version} is installed but cannot load without a CUDA driver"
+    if importlib.util.find_spec("vllm") is None:
+        return f"vLLM {version} is installed but its binary extension does not load; reinstall the gpu extra"
     return None

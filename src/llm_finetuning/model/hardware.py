@@ -16,7 +16,7 @@ import torch
 
 from ..config import ModelConfig
 
-__all__ = ["free_memory", "gradient_checkpointing", "mixed_precision", "on_cuda", "resolve_dtype"]
+__all__ = ["free_memory", "gradient_checkpointing", "mixed_precision", "on_cuda", "resolve_dtype", "unsloth_fast_inference"]
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -50,6 +50,11 @@ def mixed_precision(model_config: ModelConfig) -> dict[str, bool]:
 def gradient_checkpointing(model_config: ModelConfig) -> bool:
     """Whether activations are checkpointed: as configured on a CUDA GPU, never on a CPU."""
     return model_config.gradient_checkpointing and on_cuda()
+
+
+def unsloth_fast_inference(model_config: ModelConfig) -> bool:
+    """Whether the Unsloth backend starts its vLLM engine: as configured, never without CUDA (CPU mode has none)."""
+    return model_config.fast_inference and on_cuda()
 
 
 def free_memory() -> None:

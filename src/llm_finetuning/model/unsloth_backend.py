@@ -2,17 +2,19 @@
 
 Import order matters: unsloth patches transformers, trl and peft when it is imported, so it must come
 first. ``import_unsloth()`` is the one place that imports it; the pipeline calls it (through
-``choose_backend``) before anything imports trl or transformers. It refuses on a machine without CUDA:
-unsloth 2026.10.7 raises there, and newer releases switch into a CPU mode that replaces ``trl.SFTTrainer``.
+``choose_backend``) before anything imports trl or transformers.
 
-This module imports nothing heavy at import time, so it is safe to import on any machine. Its GPU path was
-written against Unsloth 2026.10's API (``unsloth/models/loader.py``) and has not been executed here
-(see docs/gpu.md).
+Without CUDA, unsloth 2026.10.9+ runs in its CPU mode: ``FastLanguageModel`` is then a thin layer over
+transformers + peft, TRL's configs get CPU defaults (fused AdamW, no packing) and ``trl.SFTTrainer`` is
+replaced by a subclass. There is no vLLM engine, so ``fast_inference`` is turned off with a notice. CI runs
+this backend that way (``pytest -m unsloth``). The CUDA path (fused kernels, the vLLM engine, 4-bit) has
+not been executed; its keywords are checked against the locked wheels by tests/test_gpu_contracts.py.
+
+This module imports nothing heavy at import time, so it is safe to import on any machine.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import sys
 from pathlib import Path
@@ -23,7 +25,8 @@ import torch
 
 from ..config import ModelConfig
 from ..errors import ModelError
-from .hardware import resolve_dtype
+from .backends import vllm_problem
+from .hardware import resolve_dtype, unsloth_fast_inference
 
 __all__ = ["UnslothBackend", "import_unsloth"]
 
@@ -31,11 +34,9 @@ logger = logging.getLogger(__name__)
 
 
 def import_unsloth() -> ModuleType:
-    """Import unsloth (once) before trl/transformers/peft; raise ModelError where it cannot run."""
+    """Import unsloth (once), before trl/transformers/peft; on a machine without CUDA it enters its CPU mode."""
     if "unsloth" in sys.modules:
         return sys.modules["unsloth"]
-    if not torch.cuda.is_available():
-        raise ModelError("model.backend: unsloth needs a CUDA GPU; use backend: hf (or auto) on this machine")
     late = [name for name in ("transformers", "trl", "peft") if name in sys.modules]
     if late:
         logger.warning(
@@ -55,11 +56,7 @@ class UnslothBackend:
 
     def load_trainable(self, model_config: ModelConfig, model_path: str) -> tuple[Any, Any]:
         fast = import_unsloth().FastLanguageModel
-        if model_config.fast_inference and importlib.util.find_spec("vllm") is None:
-            raise ModelError(
-                "model.fast_inference: vLLM is not installed; install the gpu extra (uv sync --extra gpu) "
-                "or set fast_inference: false"
-            )
+        fast_inference = _engine_wanted(model_config)
         checkpointing = "unsloth" if model_config.gradient_checkpointing else False
         lora = model_config.lora if model_config.uses_lora else None
         model, tokenizer = fast.from_pretrained(
@@ -68,7 +65,7 @@ class UnslothBackend:
             dtype=_unsloth_dtype(model_config),
             load_in_4bit=model_config.load_in_4bit,
             full_finetuning=lora is None,
-            fast_inference=model_config.fast_inference,
+            fast_inference=fast_inference,
             gpu_memory_utilization=model_config.gpu_memory_utilization,
             max_lora_rank=lora.rank if lora else 64,
             use_gradient_checkpointing=checkpointing,
@@ -76,6 +73,8 @@ class UnslothBackend:
         )
         if lora is None:
             return model, tokenizer
+        # A trained copy of a tied embedding must stay the output layer too, as in the hf backend.
+        tied = bool(getattr(model.config, "tie_word_embeddings", False)) and bool(lora.modules_to_save)
         model = fast.get_peft_model(
             model,
             r=lora.rank,
@@ -86,6 +85,7 @@ class UnslothBackend:
             use_gradient_checkpointing=checkpointing,
             random_state=model_config.random_state,
             modules_to_save=list(lora.modules_to_save) or None,
+            ensure_weight_tying=True if tied else None,  # None: Unsloth's own rule
         )
         return model, tokenizer
 
@@ -109,6 +109,19 @@ class UnslothBackend:
     ) -> None:
         # Unsloth dequantises a 4-bit base before merging, so the export is 16-bit either way.
         model.save_pretrained_merged(str(staging), tokenizer, save_method="merged_16bit")
+
+
+def _engine_wanted(model_config: ModelConfig) -> bool:
+    """``model.fast_inference`` where a vLLM engine can start; a one-line notice or error where it cannot."""
+    if not model_config.fast_inference:
+        return False
+    problem = vllm_problem()
+    if not unsloth_fast_inference(model_config):
+        logger.warning("model.fast_inference: off, no CUDA GPU (%s); GRPO generates with model.generate", problem)
+        return False
+    if problem:
+        raise ModelError(f"model.fast_inference: {problem}, or set fast_inference: false")
+    return True
 
 
 def _unsloth_dtype(model_config: ModelConfig) -> torch.dtype | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import GRPOTrainingConfig, PipelineConfig, SFTTrainingConfig
-from ..model.hardware import gradient_checkpointing, mixed_precision, on_cuda
+from ..model.hardware import gradient_checkpointing, mixed_precision, on_cuda, unsloth_fast_inference
 
 # Fields of our sections that TRL also has but that we decide ourselves (see grpo_arguments):
 # evaluation runs in our own callback, use_vllm and max_completion_length are resolved from the backend and
@@ -72,7 +72,7 @@ def vllm_wanted(config: PipelineConfig, backend: str) -> bool:
     if config.grpo_training.use_vllm is not None:
         return config.grpo_training.use_vllm
     if backend == "unsloth":
-        return config.model.fast_inference
+        return unsloth_fast_inference(config.model)
     return on_cuda() and importlib.util.find_spec("vllm") is not None
 
 

@@ -1,0 +1,274 @@
+"""Will this config fit my GPU? An estimate of the memory each phase needs, and the first setting to change.
+
+Pure arithmetic over the config: no torch, no GPU. The model's shape comes from its ``config.json`` (a local
+directory), from the tiny demo model's settings, or from ``KNOWN_SHAPES`` (the default model); the formula is
+written out in docs/gpu.md ("Will it fit?"). It errs high: it counts full fp32 logits where Unsloth and TRL
+chunk the loss, and Unsloth's offloaded gradient checkpointing as if it stayed on the GPU.
+
+    >>> from llm_finetuning.config import PipelineConfig
+    >>> estimate = estimate_memory(PipelineConfig.from_yaml("configs/default_config.yaml"), parse_size("24GiB"))
+    >>> estimate.fits, estimate.suggestion                                                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import ConfigError, PipelineConfig
+from ..errors import ModelError
+from .tiny import TINY_MODEL_NAME
+
+__all__ = ["KNOWN_SHAPES", "MemoryEstimate", "ModelShape", "PhaseEstimate", "estimate_memory", "model_shape",
+           "parse_size"]  # fmt: skip
+
+GIB = 1024**3
+CUDA_OVERHEAD = 1 * GIB  # CUDA context, cuBLAS workspaces and allocator slack, measured by nobody here: a margin
+_UNITS = {"": GIB, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 1024, "mib": 1024**2,
+          "gib": GIB, "tib": 1024**4}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A dense decoder-only transformer (Llama/Qwen family), as its config.json describes it."""
+
+    hidden_size: int
+    num_layers: int
+    intermediate_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    tied_embeddings: bool
+
+    def module_shapes(self) -> dict[str, tuple[int, int]]:
+        """``(in, out)`` features of each projection in one layer, by peft's module name."""
+        hidden, attention, kv = self.hidden_size, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        return {"q_proj": (hidden, attention), "k_proj": (hidden, kv), "v_proj": (hidden, kv),
+                "o_proj": (attention, hidden), "gate_proj": (hidden, self.intermediate_size),
+                "up_proj": (hidden, self.intermediate_size), "down_proj": (self.intermediate_size, hidden)}  # fmt: skip
+
+    @property
+    def embedding_parameters(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def linear_parameters(self) -> int:
+        """Parameters in the layers' projections: what 4-bit quantises."""
+        return self.num_layers * sum(i * o for i, o in self.module_shapes().values())
+
+    @property
+    def parameters(self) -> int:
+        norms = self.num_layers * (2 * self.hidden_size + 2 * self.head_dim) + self.hidden_size
+        heads = 1 if self.tied_embeddings else 2
+        return self.linear_parameters + heads * self.embedding_parameters + norms
+
+    def lora_parameters(self, rank: int, targets: list[str], modules_to_save: list[str]) -> int:
+        shapes = self.module_shapes()
+        adapters = self.num_layers * sum(rank * sum(shapes[name]) for name in targets if name in shapes)
+        copies = sum(self.embedding_parameters for name in modules_to_save if name in ("embed_tokens", "lm_head"))
+        if self.tied_embeddings and {"embed_tokens", "lm_head"} <= set(modules_to_save):
+            copies -= self.embedding_parameters  # one trained copy serves both
+        return adapters + copies
+
+    def kv_bytes_per_token(self, dtype_bytes: int) -> int:
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * dtype_bytes
+
+    def activation_elements_per_token(self) -> int:
+        """Values one layer keeps per token for backward (SDPA/flash attention: no seq x seq scores)."""
+        attention, kv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        return 4 * self.hidden_size + 2 * attention + 2 * kv + 4 * self.intermediate_size
+
+
+# config.json of unsloth/Qwen3-4B-Base (= Qwen/Qwen3-4B-Base): 4,022,468,096 parameters.
+_QWEN3_4B = ModelShape(2560, 36, 9728, 32, 8, 128, 151936, True)
+KNOWN_SHAPES = {"unsloth/Qwen3-4B-Base": _QWEN3_4B, "Qwen/Qwen3-4B-Base": _QWEN3_4B}
+
+
+def model_shape(config: PipelineConfig) -> ModelShape:
+    """The base model's shape: the tiny demo's settings, a local config.json, or a known Hub model."""
+    model = config.model
+    if model.model_name == TINY_MODEL_NAME:
+        tiny = model.tiny
+        return ModelShape(tiny.hidden_size, tiny.num_hidden_layers, tiny.intermediate_size, tiny.num_attention_heads,
+                          tiny.num_key_value_heads, tiny.hidden_size // tiny.num_attention_heads, tiny.vocab_size, True)  # fmt: skip
+    local = Path(model.model_name) / "config.json"
+    if local.is_file():
+        return shape_from_config_json(json.loads(local.read_text()))
+    if model.model_name in KNOWN_SHAPES:
+        return KNOWN_SHAPES[model.model_name]
+    raise ModelError(
+        f"model.model_name: the size of {model.model_name} is unknown offline; point model_name at a local "
+        f"directory with its config.json (known: {', '.join(sorted(KNOWN_SHAPES))})"
+    )
+
+
+def shape_from_config_json(data: dict) -> ModelShape:
+    text = data.get("text_config") or data  # multimodal configs nest the language model's
+    heads = text["num_attention_heads"]
+    return ModelShape(
+        hidden_size=text["hidden_size"], num_layers=text["num_hidden_layers"],
+        intermediate_size=text["intermediate_size"], num_heads=heads,
+        num_kv_heads=text.get("num_key_value_heads") or heads,
+        head_dim=text.get("head_dim") or text["hidden_size"] // heads, vocab_size=text["vocab_size"],
+        tied_embeddings=bool(data.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
+    )  # fmt: skip
+
+
+def parse_size(text: str) -> int:
+    """``"24GiB"``, ``"80 GB"``, ``"16"`` (GiB) -> bytes; ConfigError naming the accepted forms otherwise."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise ConfigError(f"--gpu-memory {text!r}: give a size such as 24GiB, 80GB or 16 (GiB)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+@dataclass(frozen=True)
+class PhaseEstimate:
+    phase: str  # "sft" or "grpo"
+    parts: dict[str, int]  # bytes by component, see docs/gpu.md
+
+    @property
+    def total(self) -> int:
+        return sum(self.parts.values())
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    gpu_bytes: int
+    backend: str
+    phases: tuple[PhaseEstimate, ...]
+    engine_shortfall: int  # bytes the vLLM engine's share lacks for its weights and one generation batch
+    suggestion: str | None  # the first setting to change (``--set`` overrides), None when it fits
+
+    @property
+    def fits(self) -> bool:
+        return self.engine_shortfall <= 0 and all(p.total <= self.gpu_bytes for p in self.phases)
+
+    def lines(self) -> list[str]:
+        """One line per phase, then the verdict: what check.py prints."""
+        out = [f"{p.phase}: {p.total / GIB:.1f} GiB of {self.gpu_bytes / GIB:.1f} GiB ("
+               + ", ".join(f"{k} {v / GIB:.1f}" for k, v in p.parts.items() if v) + ")" for p in self.phases]  # fmt: skip
+        if self.engine_shortfall > 0:
+            out.append(f"the vLLM engine's share is {self.engine_shortfall / GIB:.1f} GiB short of weights + KV cache")
+        out.append("fits" if self.fits else f"does not fit; first change: {self.suggestion or 'a larger GPU'}")
+        return out
+
+
+def estimate_memory(config: PipelineConfig, gpu_bytes: int, backend: str | None = None) -> MemoryEstimate:
+    """Memory per phase on a GPU of ``gpu_bytes``, and the first ``--set`` that makes it fit (when it does not)."""
+    backend = backend or _backend_on_cuda(config)
+    phases, shortfall = _phases(config, gpu_bytes, backend)
+    estimate = MemoryEstimate(gpu_bytes, backend, phases, shortfall, None)
+    if estimate.fits:
+        return estimate
+    return MemoryEstimate(gpu_bytes, backend, phases, shortfall, _first_change(config, gpu_bytes, backend))
+
+
+def _backend_on_cuda(config: PipelineConfig) -> str:
+    if config.model.backend != "auto":
+        return config.model.backend
+    return "hf" if config.model.model_name == TINY_MODEL_NAME else "unsloth"  # choose_backend's rule on CUDA
+
+
+def _phases(config: PipelineConfig, gpu_bytes: int, backend: str) -> tuple[tuple[PhaseEstimate, ...], int]:
+    shape, model = model_shape(config), config.model
+    dtype_bytes = 4 if model.dtype == "float32" else 2  # auto = bf16/fp16 on CUDA
+    weights = (shape.linear_parameters * 0.52 + (shape.parameters - shape.linear_parameters) * 2
+               if model.load_in_4bit else shape.parameters * dtype_bytes)  # NF4 + double-quantised scales  # fmt: skip
+    engine = _engine_share(config, backend, gpu_bytes)
+    generation_batch = config.grpo_training.per_device_train_batch_size * config.grpo_training.gradient_accumulation_steps
+    kv_batch = generation_batch * model.max_seq_length * shape.kv_bytes_per_token(dtype_bytes)
+    shortfall = int(weights + kv_batch - engine) if engine else 0
+    sft_tokens = config.sft_training.per_device_train_batch_size * math.ceil(
+        model.max_seq_length * config.data.sft_max_length_fraction)
+    grpo = config.grpo_training
+    grpo_length = (grpo.max_prompt_length + grpo.max_completion_length
+                   if grpo.max_prompt_length and grpo.max_completion_length else model.max_seq_length)  # fmt: skip
+    phases = []
+    for phase, section, tokens in (("sft", config.sft_training, sft_tokens),
+                                   ("grpo", grpo, grpo.per_device_train_batch_size * grpo_length)):  # fmt: skip
+        parts = {"weights": int(weights), **_training_state(config, shape, section.optim, dtype_bytes),
+                 "activations": _activations(config, shape, tokens, dtype_bytes),
+                 "logits": tokens * shape.vocab_size * 4, "cuda": CUDA_OVERHEAD}  # fmt: skip
+        if phase == "grpo" and grpo.beta > 0 and not model.uses_lora:
+            parts["reference model"] = int(weights)
+        if phase == "grpo" and not engine:
+            parts["kv cache"] = kv_batch  # model.generate's cache for one generation batch
+        if engine and backend == "unsloth":
+            parts["vllm engine"], parts["weights"] = engine, 0  # Unsloth's engine holds the weights training uses
+        elif engine and phase == "grpo":
+            parts["vllm engine"] = engine  # TRL's colocated engine loads a second copy of the weights
+        phases.append(PhaseEstimate(phase, parts))
+    return tuple(phases), shortfall
+
+
+def _engine_share(config: PipelineConfig, backend: str, gpu_bytes: int) -> int:
+    """Bytes reserved by a vLLM engine: ``gpu_memory_utilization`` of the GPU, when one runs (assumed installed)."""
+    wanted = config.grpo_training.use_vllm
+    if backend == "unsloth":
+        wanted = config.model.fast_inference if wanted is None else wanted and config.model.fast_inference
+    elif wanted is None:
+        wanted = True  # TRL's engine whenever vLLM is installed on CUDA
+    return int(config.model.gpu_memory_utilization * gpu_bytes) if wanted else 0
+
+
+def _training_state(config: PipelineConfig, shape: ModelShape, optim: str, dtype_bytes: int) -> dict[str, int]:
+    """Trainable copies, gradients and optimizer moments (LoRA adapters are kept in fp32)."""
+    lora = config.model.lora if config.model.uses_lora else None
+    if lora:
+        trainable = shape.lora_parameters(lora.rank, list(lora.target_modules), list(lora.modules_to_save))
+        param_bytes, extra = 4, trainable * 4  # the adapters themselves live beside the frozen weights
+    else:
+        trainable, param_bytes, extra = shape.parameters, dtype_bytes, 0
+    moment_bytes = 1 if "8bit" in optim else 0 if optim.startswith("sgd") else param_bytes
+    return {"trainable": extra, "gradients": trainable * param_bytes, "optimizer": trainable * 2 * moment_bytes}
+
+
+def _activations(config: PipelineConfig, shape: ModelShape, tokens: int, dtype_bytes: int) -> int:
+    per_layer = tokens * shape.activation_elements_per_token() * dtype_bytes
+    if config.model.gradient_checkpointing:  # each layer's input, plus one layer recomputed at a time
+        return shape.num_layers * tokens * shape.hidden_size * dtype_bytes + per_layer
+    return shape.num_layers * per_layer
+
+
+def _first_change(config: PipelineConfig, gpu_bytes: int, backend: str) -> str | None:
+    """The first candidate, in order of least harm to the result, whose estimate fits; else the biggest saver."""
+    best, best_total = None, None
+    for overrides in _candidates(config, gpu_bytes, backend):
+        try:
+            changed = config.with_overrides(list(overrides))
+        except ConfigError:
+            continue
+        phases, shortfall = _phases(changed, gpu_bytes, backend)
+        worst = max(p.total for p in phases) + max(shortfall, 0)
+        if shortfall <= 0 and worst <= gpu_bytes:
+            return " ".join(f"--set {o}" for o in overrides)
+        if best_total is None or worst < best_total:
+            best, best_total = overrides, worst
+    return None if best is None else " ".join(f"--set {o}" for o in best) + " (not enough alone)"
+
+
+def _candidates(config: PipelineConfig, gpu_bytes: int, backend: str) -> list[tuple[str, ...]]:
+    model, out = config.model, []
+    if not model.gradient_checkpointing:
+        out.append(("model.gradient_checkpointing=true",))
+    for section in ("sft_training", "grpo_training"):
+        if "8bit" not in getattr(config, section).optim:
+            out.append((f"{section}.optim=adamw_8bit",))
+    if _engine_share(config, backend, gpu_bytes):
+        for share in (x / 20 for x in range(19, 3, -1)):  # 0.95 .. 0.20: the engine's share that fits, if any
+            if share != model.gpu_memory_utilization:
+                out.append((f"model.gpu_memory_utilization={share:.2f}",))
+    for section in ("sft_training", "grpo_training"):
+        batch, steps = getattr(config, section).per_device_train_batch_size, getattr(config, section).gradient_accumulation_steps
+        if batch > 1:
+            out.append((f"{section}.per_device_train_batch_size={batch // 2}",
+                        f"{section}.gradient_accumulation_steps={steps * 2}"))  # fmt: skip
+    if model.uses_lora and not model.load_in_4bit:
+        out.append(("model.load_in_4bit=true",))
+    out.append((f"model.max_seq_length={model.max_seq_length // 2}",))
+    return out
