@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from llm_finetuning.rewards import math_grading
+from llm_finetuning.grading import extract as math_grading
 
 DEFAULT_CASES = Path(__file__).resolve().parent.parent / "tests" / "data" / "grader_cases.jsonl"
 

@@ -49,9 +49,15 @@ def build_dataclass(cls: type, raw: Any, path: str) -> Any:
         raise ConfigError(message if not path or message.startswith(path) else f"{path}.{message}") from None
 
 
+def closest(word: str, choices: typing.Iterable[str]) -> str | None:
+    """The choice closest to ``word`` (a likely typo of it), or ``None`` when none is close."""
+    match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    return match[0] if match else None
+
+
 def _suggestion(key: str, valid: typing.Iterable[str]) -> str:
-    close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
-    return f"; did you mean {close[0]}?" if close else f"; valid keys: {', '.join(sorted(valid))}"
+    close = closest(key, valid)
+    return f"; did you mean {close}?" if close else f"; valid keys: {', '.join(sorted(valid))}"
 
 
 def convert(annotation: Any, value: Any, path: str) -> Any:

@@ -103,7 +103,7 @@ def score(config: PipelineConfig, rows: Any, groups: Sequence[Sequence[Any]]) ->
     """One result row per problem: its completions judged by the training grader and rewards."""
     from .evaluation.metrics import CompletionJudge
     from .rewards import build_rewards
-    from .rewards.math_grading import extract_answer
+    from .grading import extract_answer
 
     funcs, weights = build_rewards(config.rewards, config.prompt)
     judge = CompletionJudge(config.prompt, funcs, weights)

@@ -48,7 +48,7 @@ class TrainedModel:
     def solve_many(self, problems: Sequence[str]) -> list[tuple[str, str | None, str]]:
         """``(reasoning, answer, completion)`` per question, generated in batches."""
         from .evaluation.generation import SamplingSettings, generate_completions
-        from .rewards.math_grading import extract_answer
+        from .grading import extract_answer
 
         conversations = [common.conversation(self.config, problem) for problem in problems]
         completions = generate_completions(

@@ -14,7 +14,7 @@ from statistics import mean
 from typing import Any
 
 from ..rewards import get_reward
-from ..rewards.math_grading import grade, warm_up
+from ..grading import grade, warm_up
 
 
 @dataclass

@@ -9,7 +9,7 @@ raises, and is picklable; see ``_common.py`` for the contract and ``registry.py`
 Importing this package does not import the math grader; the answer rewards load it on first use.
 """
 
-from ._common import Reward, RewardParamError
+from .base import Reward, RewardParamError
 from .registry import (
     REWARDS,
     UnknownRewardError,

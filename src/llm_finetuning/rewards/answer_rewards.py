@@ -19,7 +19,10 @@ import dataclasses
 import math
 from typing import Any, ClassVar
 
-from ._common import DEFAULT_EOS_TEXTS, Reward, first_number, gold_candidates, gold_text, grader, parse_float
+from .. import grading
+from ..grading.extract import first_number, parse_number
+from .base import Reward
+from .text import DEFAULT_EOS_TEXTS, gold_candidates, gold_text
 from .format_rewards import exact_solution
 
 UNSLOTH = "unsloth_qwen3_notebook"
@@ -133,7 +136,7 @@ class CheckNumbers(Reward):
         guess = first_number(text, start + len(self.solution_start)) if start >= 0 else None
         if guess is None:
             return self.no_number
-        target = parse_float(gold_text(gold))
+        target = parse_number(gold_text(gold))
         if target is None:
             return self.gold_not_numeric
         return self.correct if guess == target else self.wrong
@@ -175,7 +178,7 @@ class Accuracy(Reward):
 
 
 def _graded_correct(text: str, gold: Any, solution_start: str, solution_end: str) -> bool:
-    grade = grader().grade
+    grade = grading.grade
     tags = {"solution_start": solution_start, "solution_end": solution_end}
     return any(grade(text, candidate, **tags) for candidate in gold_candidates(gold))
 
@@ -261,10 +264,10 @@ class R1Zero(Reward):
             return 0.0
         answer = text[text.rfind("<answer>") + len("<answer>") :].replace("</answer>", "")
         if "\\boxed" in answer:
-            answer = grader().extract_answer(answer)
+            answer = grading.extract_answer(answer)
             if answer is None:
                 return self.format_weight
-        is_equivalent = grader().is_equivalent
+        is_equivalent = grading.is_equivalent
         correct = any(is_equivalent(answer, c, timeout=self.timeout) for c in gold_candidates(gold))
         return 1.0 if correct else self.format_weight
 

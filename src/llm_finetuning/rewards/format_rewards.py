@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ._common import DEFAULT_EOS_TEXTS, Reward, only_whitespace_or_eos, strip_trailing_eos
+from .base import Reward
+from .text import DEFAULT_EOS_TEXTS, only_whitespace_or_eos, strip_trailing_eos
 
 
 def exact_solution(

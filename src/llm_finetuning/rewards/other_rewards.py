@@ -9,7 +9,7 @@ import dataclasses
 import re
 from typing import Any
 
-from ._common import Reward
+from .base import Reward
 
 DEFAULT_STEP_MARKERS = ("\n-", "\n*", "First,", "Second,", "Next,", "Finally,")
 

@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._common import Reward, RewardParamError, closest
+from .base import Reward, RewardParamError, did_you_mean
 from .answer_rewards import Accuracy, CheckAnswer, CheckNumbers, Cosine, R1Zero
 from .format_rewards import MatchFormatApproximately, MatchFormatExactly, ThinkAnswerFormat
 from .other_rewards import ReasoningSteps, RepetitionPenalty
@@ -65,7 +65,7 @@ def reward_class(name: str) -> type[Reward]:
     """The class registered as ``name``; ``UnknownRewardError`` listing the valid names otherwise."""
     if not isinstance(name, str) or name not in REWARDS:
         raise UnknownRewardError(
-            f"unknown reward {name!r}{closest(str(name), REWARDS)}; valid rewards: {', '.join(available_rewards())}"
+            f"unknown reward {name!r}{did_you_mean(str(name), REWARDS)}; valid rewards: {', '.join(available_rewards())}"
         )
     return REWARDS[name]
 

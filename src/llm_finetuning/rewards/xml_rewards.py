@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ._common import DEFAULT_EOS_TEXTS, Reward, gold_candidates, strip_trailing_eos
+from .base import Reward
+from .text import DEFAULT_EOS_TEXTS, gold_candidates, strip_trailing_eos
 
 
 def xml_answer(text: str, answer_tag: str = "answer") -> str | None:

@@ -38,10 +38,11 @@ on the first comparison; a symbolic comparison that finds it still starting is "
 from __future__ import annotations
 
 import logging
+import math
 import re
 
-from . import math_compare, math_symbolic
-from .math_normalize import normalize
+from . import compare, symbolic
+from .normalize import normalize
 
 logger = logging.getLogger(__name__)
 
@@ -128,8 +129,8 @@ def is_equivalent(pred: str, gold: str, timeout: float = 1.0) -> bool:
     True
     """
     try:
-        if not math_symbolic.started():
-            math_symbolic.start()  # warm sympy up in the background while the fast path runs
+        if not symbolic.started():
+            symbolic.start()  # warm sympy up in the background while the fast path runs
         if not isinstance(pred, str) or not isinstance(gold, str):
             pred, gold = str(pred), str(gold)
         gold = _gold_slot(gold)
@@ -145,7 +146,7 @@ def is_equivalent(pred: str, gold: str, timeout: float = 1.0) -> bool:
         base = _BASE.match(gold)
         if base:
             return _same_digits(pred, base)
-        return math_compare.equal(math_compare.parse(pred), math_compare.parse(gold), timeout)
+        return compare.equal(compare.parse(pred), compare.parse(gold), timeout)
     except Exception:  # never raise on untrusted text; unknown means not equal
         logger.debug("equivalence check failed", exc_info=True)
         return False
@@ -172,7 +173,7 @@ def warm_up() -> None:
     """Start the sympy worker and wait until it is ready (seconds, once per process). Optional: a
     symbolic comparison that finds the worker still starting counts as "not equal", so call this
     before an evaluation or benchmark whose first cases must be judged exactly."""
-    math_symbolic.start(wait=True)
+    symbolic.start(wait=True)
 
 
 def grade(
@@ -185,3 +186,26 @@ def grade(
     """Extract the completion's answer and compare it with ``gold``; ``False`` when there is none."""
     answer = extract_answer(completion, solution_start, solution_end)
     return answer is not None and is_equivalent(answer, gold, timeout)
+
+
+# A number: digits with optional thousands separators and decimals, or a bare decimal (.5).
+_NUMBER = re.compile(r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)")
+
+
+def first_number(text: str, start: int = 0) -> float | None:
+    """The first number in ``text[start:]`` with thousands separators removed, or ``None``.
+
+    >>> first_number("so x = 1,234.5 and 7")
+    1234.5
+    """
+    match = _NUMBER.search(text, start)
+    return float(match.group().replace(",", "")) if match else None
+
+
+def parse_number(text: str) -> float | None:
+    """``text`` as a finite number (thousands separators allowed: ``1,234``), or ``None``."""
+    try:
+        value = float(text.strip().replace(",", ""))
+    except (ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) else None

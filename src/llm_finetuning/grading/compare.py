@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import math_expr, math_symbolic
-from .math_normalize import strip_variable
+from . import expr, symbolic
+from .normalize import strip_variable
 
 MAX_ELEMENTS = 64  # longer lists are compared as text only
 _MATRIX = re.compile(r"^\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}$")
@@ -185,16 +185,16 @@ def _same_multiset(pred: tuple, gold: tuple, timeout: float) -> bool:
 def _same_equation(pred: Equation, gold: Equation, timeout: float) -> bool:
     if scalar_equal(pred.lhs, gold.lhs, timeout) and scalar_equal(pred.rhs, gold.rhs, timeout):
         return True
-    left = math_expr.to_python(f"{pred.lhs}-({pred.rhs})")
-    right = math_expr.to_python(f"{gold.lhs}-({gold.rhs})")
+    left = expr.to_python(f"{pred.lhs}-({pred.rhs})")
+    right = expr.to_python(f"{gold.lhs}-({gold.rhs})")
     if (
         left is None
         or right is None
-        or math_expr.too_big_for_sympy(left)
-        or math_expr.too_big_for_sympy(right)
+        or expr.too_big_for_sympy(left)
+        or expr.too_big_for_sympy(right)
     ):
         return False
-    return math_symbolic.equal(left, right, timeout, relation="proportional") is True
+    return symbolic.equal(left, right, timeout, relation="proportional") is True
 
 
 def scalar_equal(pred: str, gold: str, timeout: float) -> bool:
@@ -209,16 +209,16 @@ def scalar_equal(pred: str, gold: str, timeout: float) -> bool:
         return True
     if _WORD.fullmatch(pred) or _WORD.fullmatch(gold):  # text answers ("Monday") match as text only
         return False
-    left, right = math_expr.to_python(pred), math_expr.to_python(gold)
+    left, right = expr.to_python(pred), expr.to_python(gold)
     if left is None or right is None:
         return False
     if left == right:
         return True
-    left_value, right_value = math_expr.exact_value(left), math_expr.exact_value(right)
+    left_value, right_value = expr.exact_value(left), expr.exact_value(right)
     if left_value is not None and right_value is not None:
         return left_value == right_value
-    if not math_expr.could_be_equal(left, right):
+    if not expr.could_be_equal(left, right):
         return False
-    if math_expr.too_big_for_sympy(left) or math_expr.too_big_for_sympy(right):
+    if expr.too_big_for_sympy(left) or expr.too_big_for_sympy(right):
         return False
-    return math_symbolic.equal(left, right, timeout) is True
+    return symbolic.equal(left, right, timeout) is True
