@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from llm_finetuning.grading import extract as math_grading, symbolic as math_symbolic
+from llm_finetuning.grading import extract as math_grading
 from llm_finetuning.grading import extract_answer, grade, is_equivalent
+from llm_finetuning.grading import symbolic as math_symbolic
 
 CASES_FILE = Path(__file__).parent / "data" / "grader_cases.jsonl"
 TIME_BOUND_S = 2.0

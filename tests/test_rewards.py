@@ -3,8 +3,6 @@
 Every case is checked twice, as a plain string and as a chat message list, the two forms TRL passes.
 """
 
-import doctest
-import importlib
 import logging
 
 import pytest

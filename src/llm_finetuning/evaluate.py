@@ -102,8 +102,8 @@ def _sampling(config: PipelineConfig, k: int, max_new_tokens: int) -> Any:
 def score(config: PipelineConfig, rows: Any, groups: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
     """One result row per problem: its completions judged by the training grader and rewards."""
     from .evaluation.metrics import CompletionJudge
-    from .rewards import build_rewards
     from .grading import extract_answer
+    from .rewards import build_rewards
 
     funcs, weights = build_rewards(config.rewards, config.prompt)
     judge = CompletionJudge(config.prompt, funcs, weights)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from statistics import mean
 from typing import Any
 
-from ..rewards import get_reward
 from ..grading import grade, warm_up
+from ..rewards import get_reward
 
 
 @dataclass

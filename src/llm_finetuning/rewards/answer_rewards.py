@@ -22,8 +22,8 @@ from typing import Any, ClassVar
 from .. import grading
 from ..grading.extract import first_number, parse_number
 from .base import Reward
-from .text import DEFAULT_EOS_TEXTS, gold_candidates, gold_text
 from .format_rewards import exact_solution
+from .text import DEFAULT_EOS_TEXTS, gold_candidates, gold_text
 
 UNSLOTH = "unsloth_qwen3_notebook"
 

@@ -18,8 +18,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .base import Reward, RewardParamError, did_you_mean
 from .answer_rewards import Accuracy, CheckAnswer, CheckNumbers, Cosine, R1Zero
+from .base import Reward, RewardParamError, did_you_mean
 from .format_rewards import MatchFormatApproximately, MatchFormatExactly, ThinkAnswerFormat
 from .other_rewards import ReasoningSteps, RepetitionPenalty
 from .xml_rewards import Correctness, IntAnswer, SoftFormat, StrictFormat, XmlCount
