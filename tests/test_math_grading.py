@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_finetuning.grading import extract as math_grading
 from llm_finetuning.grading import extract_answer, grade, is_equivalent
+from llm_finetuning.grading import judge as math_grading
 from llm_finetuning.grading import symbolic as math_symbolic
 
 CASES_FILE = Path(__file__).parent / "data" / "grader_cases.jsonl"
@@ -63,7 +63,7 @@ def test_labelled_case(case):
         ("\\fbox{3}", "3"),
         ("\\boxed 5$.", "5"),
         ("text\n#### 1,234\n", "1,234"),
-        ("So the final answer is $x^2$.", "$x^2$"),
+        ("So the final answer is $x^2$.", "x^2"),
         ("The answer is: 27", "27"),
         ("<SOLUTION>42", None),  # cut off: never a fallback to the number in it
         ("\\boxed{4", None),

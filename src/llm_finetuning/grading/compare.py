@@ -4,12 +4,18 @@ An answer is read as one of (``parse``):
 
 * a list of solutions (``1, 2``, ``x=1 \\text{ or } x=-1``, ``\\{1, 2\\}``, ``1 \\pm \\sqrt2``, a union
   ``A \\cup B``) — compared as a multiset: order free, nothing missing, nothing extra;
-* a bracketed sequence (tuple, vector, interval, matrix row; ``x > 3`` and ``-1 \\le x < 2`` become
-  intervals) — same brackets, same length, equal element by element, in order;
-* an equation ``lhs = rhs`` — equal sides, or the same equation up to a constant factor;
-* a scalar — equal as text, else by exact value (``math_expr``: Fractions, microseconds), else by a
-  float probe that rejects clearly different values, else by sympy in a killable worker
-  (``math_symbolic``) under the caller's time limit, behind guards against huge powers and factorials.
+* a bracketed sequence (tuple, vector, interval, matrix row; ``,`` or ``;`` between items) — same
+  brackets, same length, equal element by element, in order; a relation in one variable is an
+  interval or a union of them (``relations``); a ratio ``3:7`` is a sequence too, and a two-term ratio
+  also equals the fraction it makes;
+* an equation or chain ``a = b = c`` — two equations match side by side or up to a constant factor.
+  A chain whose leading sides are labels (``PQ``, ``(a,b)``, ``|CD|``, ``S_1:S_2``, ``f(2)``) or
+  constants (``3^2``) stands for its last side when compared with a non-equation. On the gold side
+  only simple labels count, so a gold equation ``x + y = 5`` is not read as ``5``; on the answer side
+  any expression without numbers may label (``a + b = 7`` answers a gold ``7``);
+* a scalar — equal as text, else by exact value (``expr``: Fractions, microseconds), else by a
+  floating-point verdict (``numeric``), else by sympy in a killable worker (``symbolic``) under the
+  caller's time limit, behind guards against huge powers and factorials.
 """
 
 from __future__ import annotations
@@ -17,22 +23,27 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import expr, symbolic
+from . import expr, numeric, relations, symbolic
 from .normalize import strip_variable
 
 MAX_ELEMENTS = 64  # longer lists are compared as text only
-_MATRIX = re.compile(r"^\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}$")
-_INEQUALITY = re.compile(r"\\leq|\\geq|\\lt|\\gt|<|>")
-_OPERATOR = {"<": "<", ">": ">", "\\lt": "<", "\\gt": ">", "\\leq": "<=", "\\geq": ">="}
-_VARIABLE = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)$")
+_MATRIX = re.compile(r"^[(\[]?\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}[)\]]?$")
 _CHOICE = re.compile(r"^\(([A-Ea-e])\)$|^([A-E])$")
 _WORD = re.compile(r"[A-Za-z ]*[A-Za-z]{4}[A-Za-z ]*")
 _SEPARATORS = (",", ";", "\\cup")
+_NAME = (
+    r"(?:m?\\(?:angle|overline|triangle|widehat))?\{?(?:[A-Za-z]{1,4}|\\[a-zA-Z]+)(?:_\{?\w{1,3}\}?)?'?\}?"
+)
+_SIMPLE_LABEL = re.compile(  # x_1, PQ, \angle ABC, (a,b), S_1:S_2, |CD|, f(2)
+    rf"^(?:{_NAME}|\({_NAME}(?:,{_NAME})+\)|{_NAME}(?::{_NAME})+|\|{_NAME}\||[A-Za-z]\([^()=]{{1,12}}\))$"
+)
+_LABEL_CHARS = re.compile(r"^(?:[A-Za-z(),:|+\-*/{}'\s]|\\[A-Za-z]+|_\{?\w{1,3}\}?)+$")
+_INFINITY = re.compile(r"^[+-]?\\infty$")
 
 
 @dataclass(frozen=True)
 class Seq:
-    """An ordered, bracketed answer: tuple, vector, interval or matrix (rows are nested ``Seq``)."""
+    """An ordered, bracketed answer: tuple, vector, interval, ratio or matrix (rows are nested ``Seq``)."""
 
     opening: str
     closing: str
@@ -49,19 +60,16 @@ class Bag:
 
 @dataclass(frozen=True)
 class Equation:
-    lhs: str
-    rhs: str
+    """``sides[0] = sides[1] (= …)``."""
+
+    sides: tuple[str, ...]
 
 
 def parse(text: str):
     """The structure of a normalised answer: ``Bag``, ``Seq``, ``Equation`` or a scalar string."""
     matrix = _MATRIX.match(text)
     if matrix:
-        rows = [r for r in matrix.group(2).split("\\\\") if r]
-        cells = tuple(Seq("(", ")", tuple(parse(c) for c in r.split("&"))) for r in rows)
-        if len(cells) == 1 or all(len(r.items) == 1 for r in cells):  # a vector
-            return Seq("(", ")", tuple(item for row in cells for item in row.items))
-        return Seq("(", ")", cells)
+        return _matrix(matrix.group(2))
     pm = [m.start() for m in re.finditer(r"\\(?:pm|mp)(?![a-z])", text)]
     if len(pm) == 1:
         return Bag(
@@ -74,14 +82,30 @@ def parse(text: str):
         return Bag(tuple(parse(p) for p in split_top(text[2:-2], (",", ";"))[:MAX_ELEMENTS]), "set")
     if text[:1] in "([" and text[-1:] in ")]" and _encloses(text, 1):
         items = split_top(text[1:-1], (",",))
+        items = items if len(items) > 1 else split_top(text[1:-1], (";",))
         if len(items) > 1:
             return Seq(text[0], text[-1], tuple(parse(p) for p in items[:MAX_ELEMENTS]))
-    if _INEQUALITY.search(text):
-        return _interval(text) or text
     sides = split_top(text, ("=",))
-    if len(sides) == 2 and "\\" not in sides[0][-1:]:
-        return Equation(*sides)
+    if len(sides) >= 2 and all(sides) and "\\" not in sides[0][-1:]:
+        return Equation(tuple(sides[:MAX_ELEMENTS]))
+    if relations.RELATION.search(text):
+        found = relations.intervals(text)
+        if found is None:
+            return text
+        pieces = tuple(Seq(opening, closing, (low, high)) for opening, low, high, closing in found)
+        return pieces[0] if len(pieces) == 1 else Bag(pieces, "union")
+    ratio = split_top(text, (":",))
+    if len(ratio) > 1 and all(ratio):
+        return Seq(":", ":", tuple(parse(p) for p in ratio[:MAX_ELEMENTS]))
     return text
+
+
+def _matrix(body: str) -> Seq:
+    rows = [r for r in body.split("\\\\") if r]
+    cells = tuple(Seq("(", ")", tuple(parse(c) for c in r.split("&"))) for r in rows)
+    if len(cells) == 1 or all(len(r.items) == 1 for r in cells):  # a vector
+        return Seq("(", ")", tuple(item for row in cells for item in row.items))
+    return Seq("(", ")", cells)
 
 
 def split_top(text: str, separators: tuple[str, ...]) -> list[str]:
@@ -119,7 +143,7 @@ def _whole_word(text: str, at: int, sep: str) -> bool:
 def _encloses(text: str, width: int) -> bool:
     """True when the bracket opening ``text`` closes only at its very end."""
     depth = 0
-    for at, char in enumerate(text[width:-width]):
+    for char in text[width:-width]:
         depth += char in "([{"
         depth -= char in ")]}"
         if depth < 0:
@@ -127,28 +151,10 @@ def _encloses(text: str, width: int) -> bool:
     return depth == 0
 
 
-def _interval(text: str) -> Seq | None:
-    """``x > 3`` → ``(3, \\infty)``; ``-1 \\leq x < 2`` → ``[-1, 2)``; None if not one variable."""
-    pieces = _INEQUALITY.split(text)
-    operators = [_OPERATOR[m] for m in _INEQUALITY.findall(text)]
-    if len(pieces) == 2:
-        (left, right), op = pieces, operators[0]
-        if _VARIABLE.match(right) and not _VARIABLE.match(left):  # 3 < x  ==  x > 3
-            left, right, op = right, left, {"<": ">", ">": "<", "<=": ">=", ">=": "<="}[op]
-        if not _VARIABLE.match(left):
-            return None
-        if op.startswith("<"):
-            return Seq("(", ")" if op == "<" else "]", ("-\\infty", right))
-        return Seq("(" if op == ">" else "[", ")", (right, "\\infty"))
-    if len(pieces) == 3 and _VARIABLE.match(pieces[1]) and operators[0][0] == operators[1][0] == "<":
-        return Seq(
-            "(" if operators[0] == "<" else "[", ")" if operators[1] == "<" else "]", (pieces[0], pieces[2])
-        )
-    return None
-
-
 def equal(pred, gold, timeout: float) -> bool:
     """Structural equality of two ``parse`` results (see the module docstring)."""
+    if isinstance(pred, Equation) or isinstance(gold, Equation):
+        return _equal_equations(pred, gold, timeout)
     if isinstance(gold, Bag) and isinstance(pred, Bag):
         return _same_multiset(pred.items, gold.items, timeout)
     if isinstance(gold, Bag) and gold.kind == "set" and len(gold.items) == 1:
@@ -158,16 +164,66 @@ def equal(pred, gold, timeout: float) -> bool:
     if isinstance(gold, Seq) and isinstance(pred, Bag) and pred.kind == "list":  # "1, 2" for "(1, 2)"
         pred = Seq(gold.opening, gold.closing, pred.items)
     if isinstance(gold, Seq) and isinstance(pred, Seq):
+        if _is_ratio(pred) and _is_ratio(gold) and len(pred.items) == len(gold.items) == 2:
+            return scalar_equal(_fraction(pred), _fraction(gold), timeout)
         return (
             (pred.opening, pred.closing) == (gold.opening, gold.closing)
             and len(pred.items) == len(gold.items)
             and all(equal(p, g, timeout) for p, g in zip(pred.items, gold.items))
         )
-    if isinstance(gold, Equation) and isinstance(pred, Equation):
-        return _same_equation(pred, gold, timeout)
     if isinstance(gold, str) and isinstance(pred, str):
         return scalar_equal(pred, gold, timeout)
+    ratio = pred if _is_ratio(pred) else gold if _is_ratio(gold) else None
+    if ratio is not None and len(ratio.items) == 2:  # 3:7 and \frac{3}{7}
+        other = gold if ratio is pred else pred
+        return isinstance(other, str) and scalar_equal(_fraction(ratio), other, timeout)
     return False
+
+
+def _is_ratio(value) -> bool:
+    return isinstance(value, Seq) and value.opening == ":" and all(isinstance(i, str) for i in value.items)
+
+
+def _fraction(ratio: Seq) -> str:
+    return f"\\frac{{{ratio.items[0]}}}{{{ratio.items[1]}}}"
+
+
+def _equal_equations(pred, gold, timeout: float) -> bool:
+    """Equations side by side; a labelled chain against anything else by its last side."""
+    pred_value = _labelled_value(pred, broad=True)
+    gold_value = _labelled_value(gold, broad=False)
+    if isinstance(pred, Equation) and isinstance(gold, Equation):
+        if len(pred.sides) == len(gold.sides) == 2 and _same_equation(pred.sides, gold.sides, timeout):
+            return True
+        labels = [_label_text(p) for p in (pred, gold)]
+        if pred_value is None or gold_value is None or labels[0] != labels[1]:
+            return False
+        return equal(parse(pred_value), parse(gold_value), timeout)
+    if isinstance(pred, Equation):
+        return pred_value is not None and equal(parse(pred_value), gold, timeout)
+    return gold_value is not None and equal(pred, parse(gold_value), timeout)
+
+
+def _labelled_value(value, broad: bool) -> str | None:
+    """The last side of a chain whose other sides are labels or constants, else ``None``."""
+    if not isinstance(value, Equation):
+        return None
+    for side in value.sides[:-1]:
+        label = _SIMPLE_LABEL.match(side) or (
+            broad and not re.search(r"\d", side) and _LABEL_CHARS.match(side)
+        )
+        if not (label or _is_constant(side)) or "\\infty" in side:
+            return None
+    return value.sides[-1]
+
+
+def _label_text(value: Equation) -> str:
+    return "=".join(value.sides[:-1]).lower()
+
+
+def _is_constant(text: str) -> bool:
+    python = expr.to_python(text)
+    return python is not None and "v_" not in python
 
 
 def _same_multiset(pred: tuple, gold: tuple, timeout: float) -> bool:
@@ -182,23 +238,21 @@ def _same_multiset(pred: tuple, gold: tuple, timeout: float) -> bool:
     return True
 
 
-def _same_equation(pred: Equation, gold: Equation, timeout: float) -> bool:
-    if scalar_equal(pred.lhs, gold.lhs, timeout) and scalar_equal(pred.rhs, gold.rhs, timeout):
+def _same_equation(pred: tuple[str, ...], gold: tuple[str, ...], timeout: float) -> bool:
+    if scalar_equal(pred[0], gold[0], timeout) and scalar_equal(pred[1], gold[1], timeout):
         return True
-    left = expr.to_python(f"{pred.lhs}-({pred.rhs})")
-    right = expr.to_python(f"{gold.lhs}-({gold.rhs})")
-    if (
-        left is None
-        or right is None
-        or expr.too_big_for_sympy(left)
-        or expr.too_big_for_sympy(right)
-    ):
+    left = expr.to_python(f"{pred[0]}-({pred[1]})")
+    right = expr.to_python(f"{gold[0]}-({gold[1]})")
+    if left is None or right is None or expr.too_big_for_sympy(left) or expr.too_big_for_sympy(right):
         return False
+    verdict = numeric.proportional(left, right)
+    if verdict is not None:
+        return verdict
     return symbolic.equal(left, right, timeout, relation="proportional") is True
 
 
 def scalar_equal(pred: str, gold: str, timeout: float) -> bool:
-    """One value against another: text, exact rational value, float probe, then sympy."""
+    """One value against another: text, exact rational value, floating point, then sympy."""
     if pred == gold:
         return True
     choice_pred, choice_gold = _CHOICE.match(pred), _CHOICE.match(gold)
@@ -209,6 +263,8 @@ def scalar_equal(pred: str, gold: str, timeout: float) -> bool:
         return True
     if _WORD.fullmatch(pred) or _WORD.fullmatch(gold):  # text answers ("Monday") match as text only
         return False
+    if _INFINITY.match(pred) or _INFINITY.match(gold):
+        return pred.lstrip("+") == gold.lstrip("+")
     left, right = expr.to_python(pred), expr.to_python(gold)
     if left is None or right is None:
         return False
@@ -217,8 +273,9 @@ def scalar_equal(pred: str, gold: str, timeout: float) -> bool:
     left_value, right_value = expr.exact_value(left), expr.exact_value(right)
     if left_value is not None and right_value is not None:
         return left_value == right_value
-    if not expr.could_be_equal(left, right):
-        return False
     if expr.too_big_for_sympy(left) or expr.too_big_for_sympy(right):
         return False
+    verdict = numeric.verdict(left, right)
+    if verdict is not None:
+        return verdict
     return symbolic.equal(left, right, timeout) is True

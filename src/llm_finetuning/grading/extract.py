@@ -1,195 +1,272 @@
-"""The math answer grader shared by training rewards and evaluation: extract, normalise, compare.
+"""Answer extraction: the answer slot of a completion, and the final answer inside a slot or a gold text.
 
-    >>> grade("so the area is 14/4 <SOLUTION>\\\\frac{7}{2}</SOLUTION>", "3.5")
-    True
-    >>> grade("<SOLUTION>0.33</SOLUTION>", "\\\\frac{1}{3}")
-    False
+One set of functions serves the model's answer, the gold answer and the data layer (which takes its
+gold answers from here), so the two sides of every comparison are read by the same rules.
 
-**Extraction** (``extract_answer``) takes the answer slot, first found wins: the last
-``<SOLUTION>…</SOLUTION>`` (tags configurable), the last ``<answer>…</answer>``, the last ``\\boxed{}``
-or ``\\fbox{}`` (nested braces), the last ``#### N`` line, the last "the (final) answer is …". A slot
-that opens but never closes (a cut-off completion) or an unbalanced ``\\boxed{`` gives ``None``; a
-``\\boxed{}`` inside a tag slot is unwrapped. There is no fallback to the last number in the text.
+**The slot** (``answer_slot``), first found wins: the last ``<SOLUTION>…</SOLUTION>`` (tags
+configurable), the last ``<answer>…</answer>``; a slot that opens but never closes (a cut-off
+completion) gives ``None``. Without tags the whole completion is searched, but only for explicit
+markers (below, steps 1–3): there is no fallback to the last number of a text.
 
-**Normalisation** (``math_normalize``, applied to both sides): Unicode math to LaTeX; ``$``,
-``\\(``/``\\)``, ``\\[``/``\\]``, ``\\left``/``\\right``, ``\\displaystyle`` and an outer ``\\boxed``
-removed; ``\\dfrac``/``\\tfrac`` → ``\\frac``; ``\\text{}``-like wrappers unwrapped; degrees,
-percent and dollar signs removed (stripped, not interpreted); thousands separators removed; LaTeX
-spacing removed; trailing unit words removed; a leading ``x =`` / ``x \\in`` removed; trailing
-punctuation removed; ``2 1/2`` read as a mixed number; spaces removed (text answers keep single spaces
-and compare case-insensitively). A gold written in a base (``1011_2``) needs the same digits; the
-subscript may be dropped.
+**The final answer in a slot** (``final_answers``), first rule that applies:
 
-**Comparison** (``math_compare``): solution lists, sets and unions are unordered multisets; tuples,
-vectors, matrices and intervals are ordered and their brackets must match (``x > 3`` is
-``(3, \\infty)``); equations match side by side or up to a constant factor; scalars are equal as text,
-then by exact rational value (integers, decimals, fractions, mixed numbers ``2\\frac12``, scientific
-notation, repeating decimals ``0.\\overline{3}``, powers and factorials within a size guard), then by
-sympy. Equality is exact, never within a tolerance: ``0.33`` ≠ ``1/3``, ``3.14`` ≠ ``\\pi``.
+1. ``\\boxed{…}``/``\\fbox{…}`` (nested braces; ``\\boxed 5`` too): the last *run* of boxes, i.e. the
+   last box and the boxes just before it that only connectors separate (``\\boxed{4}, \\boxed{7}``,
+   ``$\\boxed{1}$ and $\\boxed{2}$``, ``x = \\boxed{1} or x = \\boxed{2}``). A run of several is
+   compared as a set when the gold lists several answers, and only its last box otherwise. An
+   unbalanced last box (cut off) gives no answer.
+2. ``#### N``: the rest of that line.
+3. "final answer is", "the answer is", "Answer:" (last one): what follows, to the end of the sentence
+   (or the display math that follows).
+4. Inside a slot only: "X is the answer", "the result is X", a leading "Answer"; in prose, the last
+   group of math spans (``$…$``, ``$$…$$``, ``\\(…\\)``, ``\\[…\\]``; spans joined only by
+   "and"/"or"/commas form one group, read as a list); otherwise the slot's text itself.
 
-**Time bound**: string work is linear; exact arithmetic refuses results over ~6,000 digits; sympy runs
-in a worker process that is killed and replaced when it exceeds ``timeout`` (``math_symbolic``), with
-guards that keep towers, huge powers and factorials away from it. The worker starts in the background
-on the first comparison; a symbolic comparison that finds it still starting is "not equal" (call
-``warm_up()`` first where the very first cases matter). Nothing here raises: an internal error is a
-"not equal".
+A trailing full stop is dropped. Everything is linear in the text's length.
+
+    >>> final_answers("Hence $y \\\\leq 4$ is the answer.")
+    ['y \\\\leq 4']
+    >>> final_answers("so $\\\\boxed{(1, 5)}$ and $\\\\boxed{(5, 1)}$.")
+    ['(1, 5)', '(5, 1)']
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 
-from . import compare, symbolic
-from .normalize import normalize
-
-logger = logging.getLogger(__name__)
-
-MAX_ANSWER_CHARS = 5_000  # a longer slot is compared as text only
-_BOXED = ("\\boxed", "\\fbox")
-_ANSWER_IS = re.compile(r"(?:final answer|the answer)\s*(?:is|:)\s*:?", re.IGNORECASE)
+MAX_RUN = 16  # boxes in one run; more is a list of intermediate results, not an answer
+MAX_SPAN_TEXT = 4_000  # math spans and sentences are looked for in at most this much text
+_BOX_NAMES = ("\\boxed", "\\fbox")
+_BARE_BOX = re.compile(r"[ \t]+([^\s${}]+)")
+_CONNECTOR = re.compile(
+    r"(?:\s|\$|\\[\[\]()]|\\q?quad|\\[,;:!]|[,;&]|\\\\|\\(?:text|mathrm)\s*\{\s*(?:and|or|,)?\s*\}"
+    r"|\b(?:and|or)\b|[A-Za-z](?:_\{?\w{1,3}\}?)?\s*=)*"
+)
+_ANSWER_PHRASE = re.compile(
+    r"(?:\b(?:final\s+answer|the\s+answer)[ \t*]*(?:is\b|:)|(?:^|\n)[ \t#*]*(?:final\s+)?answer[ \t*]*(?::|\n))"
+    r"[ \t*]*:?",
+    re.IGNORECASE,
+)
+_RESULT_PHRASE = re.compile(
+    r"\b(?:result|value|solution|answer)\s+(?:is|equals|=)\s*:?\s*|\bwe\s+(?:get|obtain|have)\s*:?\s*",
+    re.IGNORECASE,
+)
+_IS_THE_ANSWER = re.compile(r"\s+(?:is|are)\s+(?:the|our)\s+(?:final\s+)?answers?\b", re.IGNORECASE)
+_LEAD_IN = re.compile(
+    r"^(?:\**\s*(?:final\s+)?answer\s*\**\s*:?\s*\**|(?:hence|thus|so|therefore|then)\b,?)\s*", re.IGNORECASE
+)
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
-_BASE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
-_BASE_PRED = re.compile(r"^([0-9A-Za-z]+)(?:_\{?(\d+)\}?)?$")
+_SPAN_OPEN = re.compile(r"\$\$|\$|\\\[|\\\(")
+_SPAN_CLOSE = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
+_PROSE = re.compile(r"[A-Za-z]{2,}")
+_NUMBER = re.compile(r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)")  # thousands separators allowed: 1,234.5
+
+
+def answer_slot(
+    completion: str, solution_start: str = "<SOLUTION>", solution_end: str = "</SOLUTION>"
+) -> tuple[str, bool] | None:
+    """``(text, in_slot)``: a tag slot's contents (``in_slot``) or the whole completion; ``None``
+    when a slot opens but never closes."""
+    for opening, closing in ((solution_start, solution_end), ("<answer>", "</answer>")):
+        if opening and closing and opening in completion:
+            start = completion.rfind(opening) + len(opening)
+            end = completion.find(closing, start)
+            return (completion[start:end], True) if end >= 0 else None
+    return completion, False
+
+
+def final_answers(text: str, in_slot: bool = True) -> list[str]:
+    """The final answer(s) in ``text`` by the rules in the module docstring; ``[]`` when none.
+    Several only for a run of boxes."""
+    text = text.strip()
+    if any(name in text for name in _BOX_NAMES):
+        run = boxed_run(text)
+        return [_tidy(box) for box in run if box.strip()] if run else []
+    if "####" in text:
+        answer = after_hashes(text)
+        return [_tidy(answer)] if answer else []
+    tail = _after_answer_phrase(text)
+    if tail is not None:
+        return _spans_or_text(tail) if tail else []
+    if not in_slot:
+        return []
+    answer = _slot_answer(text)
+    return [answer] if answer else []
+
+
+def boxed_run(text: str) -> list[str] | None:
+    """The contents of the last run of boxes (see the module docstring); ``None`` when the last box is
+    unbalanced or there is none.
+
+    >>> boxed_run("\\\\boxed{1} then \\\\boxed{x^{2}}"), boxed_run("\\\\boxed{4}, \\\\boxed{7}")
+    (['x^{2}'], ['4', '7'])
+    """
+    start = max(text.rfind(name) for name in _BOX_NAMES)
+    box = _box_at(text, start, len(text)) if start >= 0 else None
+    if box is None:
+        return None
+    run, limit = [box[0]], start
+    while len(run) < MAX_RUN:
+        previous = max(text.rfind(name, 0, limit) for name in _BOX_NAMES)
+        box = _box_at(text, previous, limit) if previous >= 0 else None
+        if box is None or not _is_connector(text[box[1] : limit]):
+            break
+        run.insert(0, box[0])
+        limit = previous
+    return run
+
+
+def last_boxed(text: str) -> str | None:
+    """The contents of the last ``\\boxed{…}``/``\\fbox{…}`` (nested braces; ``\\boxed 5`` gives
+    ``5``), or ``None`` when there is none or it never closes.
+
+    >>> last_boxed("so $\\\\boxed{\\\\frac{1}{2}}$.")
+    '\\\\frac{1}{2}'
+    """
+    run = boxed_run(text)
+    return run[-1].strip() or None if run else None
+
+
+def _box_at(text: str, start: int, stop: int) -> tuple[str, int] | None:
+    """``(contents, end)`` of the box whose name starts at ``start``, closing before ``stop``."""
+    at = start + (len("\\boxed") if text.startswith("\\boxed", start) else len("\\fbox"))
+    brace = at
+    while brace < stop and text[brace] in " \t":
+        brace += 1
+    if brace >= stop or text[brace] != "{":
+        bare = _BARE_BOX.match(text, at, stop)  # "\boxed 5"
+        return (bare.group(1).rstrip(".,"), bare.end()) if bare else None
+    depth = 0
+    for index in range(brace, stop):
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[brace + 1 : index].strip(), index + 1
+    return None
+
+
+def _is_connector(between: str) -> bool:
+    return len(between) <= 60 and _CONNECTOR.fullmatch(between) is not None
+
+
+def after_hashes(text: str) -> str | None:
+    """The rest of the line after the last ``####`` (GSM8K's answer line), or ``None`` if empty."""
+    line = text[text.rfind("####") + 4 :].strip().split("\n", 1)[0]
+    return line.strip() or None
+
+
+def _after_answer_phrase(text: str) -> str | None:
+    """What follows the last "the answer is"-style phrase ("" when nothing does), or ``None``."""
+    window = text[-20_000:]
+    match = None
+    for match in _ANSWER_PHRASE.finditer(window):
+        pass
+    if match is None:
+        return None
+    rest = window[match.end() :].lstrip()
+    if rest.startswith(("\\[", "$$")):  # a display equation holds the answer, across lines
+        closer = _SPAN_CLOSE[rest[:2]]
+        end = rest.find(closer, 2)
+        return rest[: end + 2] if end >= 0 else ""
+    end = _SENTENCE_END.search(rest)
+    return (rest[: end.start()] if end else rest).strip()
+
+
+def _slot_answer(text: str) -> str | None:
+    """A slot's answer when it holds prose: the rules of step 4 in the module docstring."""
+    if len(text) > MAX_SPAN_TEXT:
+        text = text[text.rfind("\n\n", 0, len(text) - 1) + 1 :][-MAX_SPAN_TEXT:]  # the last paragraph
+    text = _LEAD_IN.sub("", text.strip(), count=1)
+    head = _IS_THE_ANSWER.search(text)
+    if head:
+        text = _LEAD_IN.sub("", text[: head.start()], count=1)
+    elif _PROSE.search(_without_spans(text)):
+        match = None
+        for match in _RESULT_PHRASE.finditer(text):
+            pass
+        if match is not None:
+            end = _SENTENCE_END.search(text, match.end())
+            text = text[match.end() : end.start() if end else len(text)]
+    answers = _spans_or_text(text)
+    return ", ".join(answers) if answers else None
+
+
+def _spans_or_text(text: str) -> list[str]:
+    """The last group of math spans when ``text`` mixes prose and math, else the whole text."""
+    spans = _math_spans(text[-MAX_SPAN_TEXT:])
+    outside = _without_spans(text[-MAX_SPAN_TEXT:])
+    if spans and (_PROSE.search(outside) or _is_connector(outside)):
+        return [", ".join(_tidy(s) for s in spans[-1])]
+    answer = _tidy(text)
+    return [answer] if answer else []
+
+
+def _math_spans(text: str) -> list[list[str]]:
+    """Math spans in order, grouped where only connectors separate them (linear: each character is
+    looked at a bounded number of times)."""
+    groups: list[list[str]] = []
+    at, last_end = 0, None
+    while (opener := _SPAN_OPEN.search(text, at)) is not None:
+        closer = _SPAN_CLOSE[opener.group()]
+        end = text.find(closer, opener.end())
+        if end < 0:
+            break
+        content = text[opener.end() : end].strip()
+        if content:
+            if last_end is not None and _is_connector(text[last_end : opener.start()]) and groups:
+                groups[-1].append(content)
+            else:
+                groups.append([content])
+            last_end = end + len(closer)
+        at = end + len(closer)
+    return groups
+
+
+def _without_spans(text: str) -> str:
+    pieces, at = [], 0
+    while (opener := _SPAN_OPEN.search(text, at)) is not None:
+        end = text.find(_SPAN_CLOSE[opener.group()], opener.end())
+        if end < 0:
+            break
+        pieces.append(text[at : opener.start()])
+        at = end + len(_SPAN_CLOSE[opener.group()])
+    return "".join(pieces) + text[at:]
+
+
+def _tidy(answer: str) -> str:
+    """Surrounding space, ``**`` emphasis and a sentence's full stop removed."""
+    answer = answer.strip().strip("*").strip()
+    if answer.endswith(".") and not answer.endswith(".."):
+        answer = answer[:-1].rstrip()
+    return answer
 
 
 def extract_answer(
     completion: str, solution_start: str = "<SOLUTION>", solution_end: str = "</SOLUTION>"
 ) -> str | None:
-    """The text in the completion's answer slot (see the module docstring), or ``None``.
+    """The completion's final answer as text (a run of boxes joined by ", "), or ``None``.
 
     >>> extract_answer("x = 2 or 3 ... \\\\boxed{\\\\frac{1}{2}}")
     '\\\\frac{1}{2}'
     >>> extract_answer("<SOLUTION>42") is None
     True
     """
-    try:
-        if not isinstance(completion, str):
-            return None
-        for opening, closing in ((solution_start, solution_end), ("<answer>", "</answer>")):
-            if opening and closing and opening in completion:
-                return _tagged(completion, opening, closing)
-        if any(box in completion for box in _BOXED):
-            return last_boxed(completion)
-        if "####" in completion:
-            line = completion[completion.rfind("####") + 4 :].strip().split("\n", 1)[0]
-            return line.strip() or None
-        return _answer_is(completion)
-    except Exception:  # untrusted text must never break a reward
-        logger.debug("answer extraction failed", exc_info=True)
+    if not isinstance(completion, str):
         return None
+    slot = answer_slot(completion, solution_start, solution_end)
+    answers = final_answers(*slot) if slot else []
+    return ", ".join(answers) if answers else None
 
 
-def _tagged(completion: str, opening: str, closing: str) -> str | None:
-    start = completion.rfind(opening) + len(opening)
-    end = completion.find(closing, start)
-    if end < 0:
-        return None  # cut off before the slot closed
-    slot = completion[start:end]
-    if any(box in slot for box in _BOXED):
-        return last_boxed(slot)
-    return slot.strip() or None
+def gold_answer(text: str) -> str | None:
+    """A gold text (a bare answer, a GSM8K ``… #### 72`` solution, a MATH solution with ``\\boxed{}``)
+    reduced to its answer by the same rules as a completion's slot; the data layer's extraction.
 
-
-def last_boxed(text: str) -> str | None:
-    """The contents of the last ``\\boxed{…}``/``\\fbox{…}`` (nested braces), or ``None`` if it
-    never closes; ``\\boxed 5`` (no braces) gives ``5``."""
-    start = max(text.rfind(box) for box in _BOXED)
-    at = start + (len("\\boxed") if text.startswith("\\boxed", start) else len("\\fbox"))
-    rest = text[at:]
-    if rest.startswith(" ") and rest.strip():
-        return rest.split()[0].rstrip("$.") or None
-    if not rest.startswith("{"):
-        return None
-    depth = 0
-    for index, char in enumerate(rest):
-        depth += {"{": 1, "}": -1}.get(char, 0)
-        if depth == 0:
-            return rest[1:index].strip() or None
-    return None
-
-
-def _answer_is(completion: str) -> str | None:
-    matches = list(_ANSWER_IS.finditer(completion[-20_000:]))
-    if not matches:
-        return None
-    rest = completion[-20_000:][matches[-1].end() :]
-    end = _SENTENCE_END.search(rest)
-    answer = (rest[: end.start()] if end else rest).strip().strip("*").strip()
-    return answer or None
-
-
-def is_equivalent(pred: str, gold: str, timeout: float = 1.0) -> bool:
-    """Whether answer ``pred`` equals gold answer ``gold`` under the conventions above.
-
-    >>> is_equivalent("14/4", "3.5"), is_equivalent("25\\\\%", "0.25")
-    (True, False)
-    >>> warm_up(); is_equivalent("(x+1)^2", "x^2+2x+1")
-    True
+    >>> gold_answer("Natalia sold 48 + 24 = 72 clips.\\n#### 72"), gold_answer("$\\\\boxed{(1, 5)}$")
+    ('72', '(1, 5)')
     """
-    try:
-        if not symbolic.started():
-            symbolic.start()  # warm sympy up in the background while the fast path runs
-        if not isinstance(pred, str) or not isinstance(gold, str):
-            pred, gold = str(pred), str(gold)
-        gold = _gold_slot(gold)
-        if pred.strip() == gold.strip():
-            return bool(pred.strip())
-        if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
-            return False
-        pred, gold = normalize(pred), normalize(gold)
-        if not pred or not gold:
-            return False
-        if pred == gold:
-            return True
-        base = _BASE.match(gold)
-        if base:
-            return _same_digits(pred, base)
-        return compare.equal(compare.parse(pred), compare.parse(gold), timeout)
-    except Exception:  # never raise on untrusted text; unknown means not equal
-        logger.debug("equivalence check failed", exc_info=True)
-        return False
-
-
-def _gold_slot(gold: str) -> str:
-    """A gold given as a worked solution (GSM8K ``#### 72``, MATH ``\\boxed{}``) reduced to its answer."""
-    if "####" in gold:
-        return gold[gold.rfind("####") + 4 :].strip()
-    if any(box in gold for box in _BOXED):
-        return last_boxed(gold) or gold
-    return gold
-
-
-def _same_digits(pred: str, base: re.Match) -> bool:
-    """A gold in base b (``1011_2``): the same digits, with the subscript optional but not another."""
-    match = _BASE_PRED.match(pred)
-    if not match or (match.group(2) and match.group(2) != base.group(2)):
-        return False
-    return match.group(1).upper() == base.group(1).upper()
-
-
-def warm_up() -> None:
-    """Start the sympy worker and wait until it is ready (seconds, once per process). Optional: a
-    symbolic comparison that finds the worker still starting counts as "not equal", so call this
-    before an evaluation or benchmark whose first cases must be judged exactly."""
-    symbolic.start(wait=True)
-
-
-def grade(
-    completion: str,
-    gold: str,
-    solution_start: str = "<SOLUTION>",
-    solution_end: str = "</SOLUTION>",
-    timeout: float = 1.0,
-) -> bool:
-    """Extract the completion's answer and compare it with ``gold``; ``False`` when there is none."""
-    answer = extract_answer(completion, solution_start, solution_end)
-    return answer is not None and is_equivalent(answer, gold, timeout)
-
-
-# A number: digits with optional thousands separators and decimals, or a bare decimal (.5).
-_NUMBER = re.compile(r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)")
+    answers = final_answers(text, in_slot=True)
+    return ", ".join(answers) if answers else None
 
 
 def first_number(text: str, start: int = 0) -> float | None:
@@ -199,13 +276,22 @@ def first_number(text: str, start: int = 0) -> float | None:
     1234.5
     """
     match = _NUMBER.search(text, start)
-    return float(match.group().replace(",", "")) if match else None
+    return parse_number(match.group()) if match else None
 
 
 def parse_number(text: str) -> float | None:
-    """``text`` as a finite number (thousands separators allowed: ``1,234``), or ``None``."""
+    """``text`` as a finite number (thousands separators allowed: ``1,234``), or ``None``.
+
+    >>> parse_number("1,234"), parse_number("3e4"), parse_number("nan"), parse_number("\\\\frac12")
+    (1234.0, 30000.0, None, None)
+    """
     try:
         value = float(text.strip().replace(",", ""))
     except (ValueError, OverflowError):
         return None
     return value if math.isfinite(value) else None
+
+
+def is_numeric(answer: str) -> bool:
+    """A finite number, thousands separators allowed (``1,234``, ``-0.5``, ``3e4``); the SFT filter's rule."""
+    return parse_number(answer) is not None
