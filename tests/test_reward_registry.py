@@ -49,7 +49,7 @@ def score(reward, completions=BATCH):
     return reward(prompts=["Q"] * len(completions), completions=completions, answer=GOLDS[: len(completions)])
 
 
-def test_available_rewards_lists_every_seed_reward():
+def test_available_rewards_lists_every_reward():
     assert available_rewards() == ALL_NAMES
 
 
@@ -172,7 +172,7 @@ def test_build_rewards_takes_tags_from_the_prompt_config_and_params_override_the
     assert funcs[1](completions=["x = 4"], answer=["4"]) == [3.0]
 
 
-def test_build_rewards_with_the_project_config_defaults_gives_the_seed_four():
+def test_build_rewards_with_the_project_config_defaults_gives_the_notebook_four():
     config = pytest.importorskip("llm_finetuning.config")
     funcs, weights = build_rewards(config.RewardConfig(), config.PromptConfig())
     names = ["match_format_exactly", "match_format_approximately", "check_answer", "check_numbers"]

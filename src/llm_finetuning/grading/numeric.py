@@ -11,7 +11,7 @@ sympy (``None``). Distinct expressions that agree to twelve digits at three unre
 occur in answers; and unlike sympy, this needs no worker process, so the verdict is instant and the
 same in a cold process as in a warm one.
 
-    >>> verdict("sqrt(8)", "2*sqrt(2)"), verdict("v_x**(2)", "v_x*v_x"), verdict("3.14", "pi")
+    >>> verdict("sqrt(8)", "2*sqrt(2)"), verdict("v_x**(2)", "v_x*v_x"), verdict("(157/50)", "pi")
     (True, True, False)
 """
 
