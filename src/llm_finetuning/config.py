@@ -138,13 +138,14 @@ class DatasetSpec:
     """One dataset: where it lives and how to read its columns."""
 
     name: str = ""  # Hub id, local file/folder (.jsonl/.json/.parquet/.csv), or "synthetic:arithmetic"
-    subset: str | None = None  # Hub configuration name
+    subset: str | list[str] | None = None  # Hub configuration name, or a list of them to concatenate
     split: str = "train"  # split to load
     format: DatasetFormat = "auto"  # schema adapter; auto detects from the columns
     max_samples: int | None = None  # keep at most this many rows after shuffling
     question_column: str = "question"  # format=columns: column holding the problem
     answer_column: str = "answer"  # format=columns: column holding the final answer
     solution_column: str | None = None  # format=columns: column holding a worked solution (SFT)
+    keep_answer_instruction: bool = False  # format=dapo: keep DAPO's "Answer: $Answer" instruction in prompts
 
     def __post_init__(self) -> None:
         if self.max_samples is not None:

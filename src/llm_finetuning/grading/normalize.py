@@ -98,11 +98,7 @@ def normalize(text: str) -> str:
     text = _strip_units(text)
     text = _OR_AND.sub(",", text)
     text = strip_variable(text)
-    text = text.rstrip(" .,;:").strip()
-    if _THOUSANDS.fullmatch(text):
-        text = text.replace(",", "")
-    elif _THOUSANDS_BY_SPACE.fullmatch(text):
-        text = text.replace(" ", "")
+    text = without_thousands(text.rstrip(" .,;:").strip())
     mixed = _MIXED.match(text)
     if mixed:
         text = f"{mixed.group(1)}\\frac{{{mixed.group(2)}}}{{{mixed.group(3)}}}"
@@ -130,6 +126,18 @@ def _rewrite(text: str) -> str:
     if unit and re.search(r"\d", text[: unit.start()]) and unit.group(1).strip() not in _KEEP_WORDS:
         text = text[: unit.start()]
     return text
+
+
+def without_thousands(text: str) -> str:
+    """``text`` without thousands separators when it is one number written with them (rule 6).
+
+    >>> without_thousands("1,234,567"), without_thousands("1, 2")
+    ('1234567', '1, 2')
+    """
+    stripped = text.strip()
+    if _THOUSANDS.fullmatch(stripped):
+        return stripped.replace(",", "")
+    return stripped.replace(" ", "") if _THOUSANDS_BY_SPACE.fullmatch(stripped) else text
 
 
 def _canonical(text: str) -> str:
