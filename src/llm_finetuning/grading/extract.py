@@ -18,9 +18,9 @@ markers (below, steps 1–3): there is no fallback to the last number of a text.
 2. ``#### N``: the rest of that line.
 3. "final answer is", "the answer is", "Answer:" (last one): what follows, to the end of the sentence
    (or the display math that follows).
-4. Inside a slot only: "X is the answer", "the result is X", a leading "Answer"; in prose, the last
-   group of math spans (``$…$``, ``$$…$$``, ``\\(…\\)``, ``\\[…\\]``; spans joined only by
-   "and"/"or"/commas form one group, read as a list); otherwise the slot's text itself.
+4. Inside a slot only: the answer its prose states (``prose.slot_answer``: "X is the answer", "the
+   result is X", math delimiters around a bare answer, the final statement of a worked solution);
+   a bare answer is itself.
 
 A trailing full stop is dropped. Everything is linear in the text's length.
 
@@ -35,31 +35,17 @@ from __future__ import annotations
 import math
 import re
 
+from .prose import is_connector, slot_answer, spans_or_text, tidy
+
 MAX_RUN = 16  # boxes in one run; more is a list of intermediate results, not an answer
-MAX_SPAN_TEXT = 4_000  # math spans and sentences are looked for in at most this much text
 _BOX_NAMES = ("\\boxed", "\\fbox")
 _BARE_BOX = re.compile(r"[ \t]+([^\s${}]+)")
-_CONNECTOR = re.compile(
-    r"(?:\s|\$|\\[\[\]()]|\\q?quad|\\[,;:!]|[,;&]|\\\\|\\(?:text|mathrm)\s*\{\s*(?:and|or|,)?\s*\}"
-    r"|\b(?:and|or)\b|[A-Za-z](?:_\{?\w{1,3}\}?)?\s*=)*"
-)
 _ANSWER_PHRASE = re.compile(
     r"(?:\b(?:final\s+answer|the\s+answer)[ \t*]*(?:is\b|:)|(?:^|\n)[ \t#*]*(?:final\s+)?answer[ \t*]*(?::|\n))"
     r"[ \t*]*:?",
     re.IGNORECASE,
 )
-_RESULT_PHRASE = re.compile(
-    r"\b(?:result|value|solution|answer)\s+(?:is|equals|=)\s*:?\s*|\bwe\s+(?:get|obtain|have)\s*:?\s*",
-    re.IGNORECASE,
-)
-_IS_THE_ANSWER = re.compile(r"\s+(?:is|are)\s+(?:the|our)\s+(?:final\s+)?answers?\b", re.IGNORECASE)
-_LEAD_IN = re.compile(
-    r"^(?:\**\s*(?:final\s+)?answer\s*\**\s*:?\s*\**|(?:hence|thus|so|therefore|then)\b,?)\s*", re.IGNORECASE
-)
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
-_SPAN_OPEN = re.compile(r"\$\$|\$|\\\[|\\\(")
-_SPAN_CLOSE = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
-_PROSE = re.compile(r"[A-Za-z]{2,}")
 _NUMBER = re.compile(r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)")  # thousands separators allowed: 1,234.5
 
 
@@ -82,16 +68,16 @@ def final_answers(text: str, in_slot: bool = True) -> list[str]:
     text = text.strip()
     if any(name in text for name in _BOX_NAMES):
         run = boxed_run(text)
-        return [_tidy(box) for box in run if box.strip()] if run else []
+        return [tidy(box) for box in run if box.strip()] if run else []
     if "####" in text:
         answer = after_hashes(text)
-        return [_tidy(answer)] if answer else []
+        return [tidy(answer)] if answer else []
     tail = _after_answer_phrase(text)
     if tail is not None:
-        return _spans_or_text(tail) if tail else []
+        return spans_or_text(tail) if tail else []
     if not in_slot:
         return []
-    answer = _slot_answer(text)
+    answer = slot_answer(text)
     return [answer] if answer else []
 
 
@@ -110,11 +96,26 @@ def boxed_run(text: str) -> list[str] | None:
     while len(run) < MAX_RUN:
         previous = max(text.rfind(name, 0, limit) for name in _BOX_NAMES)
         box = _box_at(text, previous, limit) if previous >= 0 else None
-        if box is None or not _is_connector(text[box[1] : limit]):
+        if box is None or not is_connector(text[box[1] : limit]):
             break
         run.insert(0, box[0])
         limit = previous
     return run
+
+
+def last_boxes(text: str, count: int) -> list[str]:
+    """The contents of the last ``count`` balanced boxes, in order, wherever they are (for a gold that
+    lists several answers given in separate places: "(a) \\boxed{5} … (b) \\boxed{7}")."""
+    boxes, limit = [], len(text)
+    while len(boxes) < min(count, MAX_RUN):
+        start = max(text.rfind(name, 0, limit) for name in _BOX_NAMES)
+        if start < 0:
+            break
+        box = _box_at(text, start, limit)
+        if box is not None:
+            boxes.insert(0, tidy(box[0]))
+        limit = start
+    return boxes
 
 
 def last_boxed(text: str) -> str | None:
@@ -145,14 +146,10 @@ def _box_at(text: str, start: int, stop: int) -> tuple[str, int] | None:
     return None
 
 
-def _is_connector(between: str) -> bool:
-    return len(between) <= 60 and _CONNECTOR.fullmatch(between) is not None
-
-
 def after_hashes(text: str) -> str | None:
     """The rest of the line after the last ``####`` (GSM8K's answer line), or ``None`` if empty."""
     line = text[text.rfind("####") + 4 :].strip().split("\n", 1)[0]
-    return line.strip() or None
+    return tidy(line) or None
 
 
 def _after_answer_phrase(text: str) -> str | None:
@@ -165,80 +162,10 @@ def _after_answer_phrase(text: str) -> str | None:
         return None
     rest = window[match.end() :].lstrip()
     if rest.startswith(("\\[", "$$")):  # a display equation holds the answer, across lines
-        closer = _SPAN_CLOSE[rest[:2]]
-        end = rest.find(closer, 2)
+        end = rest.find("\\]" if rest.startswith("\\[") else "$$", 2)
         return rest[: end + 2] if end >= 0 else ""
     end = _SENTENCE_END.search(rest)
     return (rest[: end.start()] if end else rest).strip()
-
-
-def _slot_answer(text: str) -> str | None:
-    """A slot's answer when it holds prose: the rules of step 4 in the module docstring."""
-    if len(text) > MAX_SPAN_TEXT:
-        text = text[text.rfind("\n\n", 0, len(text) - 1) + 1 :][-MAX_SPAN_TEXT:]  # the last paragraph
-    text = _LEAD_IN.sub("", text.strip(), count=1)
-    head = _IS_THE_ANSWER.search(text)
-    if head:
-        text = _LEAD_IN.sub("", text[: head.start()], count=1)
-    elif _PROSE.search(_without_spans(text)):
-        match = None
-        for match in _RESULT_PHRASE.finditer(text):
-            pass
-        if match is not None:
-            end = _SENTENCE_END.search(text, match.end())
-            text = text[match.end() : end.start() if end else len(text)]
-    answers = _spans_or_text(text)
-    return ", ".join(answers) if answers else None
-
-
-def _spans_or_text(text: str) -> list[str]:
-    """The last group of math spans when ``text`` mixes prose and math, else the whole text."""
-    spans = _math_spans(text[-MAX_SPAN_TEXT:])
-    outside = _without_spans(text[-MAX_SPAN_TEXT:])
-    if spans and (_PROSE.search(outside) or _is_connector(outside)):
-        return [", ".join(_tidy(s) for s in spans[-1])]
-    answer = _tidy(text)
-    return [answer] if answer else []
-
-
-def _math_spans(text: str) -> list[list[str]]:
-    """Math spans in order, grouped where only connectors separate them (linear: each character is
-    looked at a bounded number of times)."""
-    groups: list[list[str]] = []
-    at, last_end = 0, None
-    while (opener := _SPAN_OPEN.search(text, at)) is not None:
-        closer = _SPAN_CLOSE[opener.group()]
-        end = text.find(closer, opener.end())
-        if end < 0:
-            break
-        content = text[opener.end() : end].strip()
-        if content:
-            if last_end is not None and _is_connector(text[last_end : opener.start()]) and groups:
-                groups[-1].append(content)
-            else:
-                groups.append([content])
-            last_end = end + len(closer)
-        at = end + len(closer)
-    return groups
-
-
-def _without_spans(text: str) -> str:
-    pieces, at = [], 0
-    while (opener := _SPAN_OPEN.search(text, at)) is not None:
-        end = text.find(_SPAN_CLOSE[opener.group()], opener.end())
-        if end < 0:
-            break
-        pieces.append(text[at : opener.start()])
-        at = end + len(_SPAN_CLOSE[opener.group()])
-    return "".join(pieces) + text[at:]
-
-
-def _tidy(answer: str) -> str:
-    """Surrounding space, ``**`` emphasis and a sentence's full stop removed."""
-    answer = answer.strip().strip("*").strip()
-    if answer.endswith(".") and not answer.endswith(".."):
-        answer = answer[:-1].rstrip()
-    return answer
 
 
 def extract_answer(

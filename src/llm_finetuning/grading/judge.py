@@ -3,7 +3,9 @@
 ``grade(completion, gold)`` finds the completion's answer slot, reads the final answer(s) in it and in
 the gold with the same rules (``extract``), normalises both (``normalize``) and compares their
 structure and values (``compare``). A run of several boxed answers is compared as a set when the gold
-lists several answers (or as a tuple against a tuple of that length), and only its last box otherwise.
+lists several answers (or as a tuple against a tuple of that length), and only its last box otherwise;
+when the gold lists n answers and the last run has fewer boxes, the last n boxes of the slot are
+taken (answers boxed in separate places: "(a) \\boxed{5} … (b) \\boxed{7}").
 Nothing here raises: an internal error is "not equal".
 
 ``start_worker()`` starts the sympy worker in the background (cheap, returns at once); call it when a
@@ -19,7 +21,7 @@ import re
 import sys
 
 from . import compare, symbolic
-from .extract import answer_slot, final_answers
+from .extract import answer_slot, final_answers, last_boxes
 from .normalize import normalize
 
 logger = logging.getLogger(__name__)
@@ -38,7 +40,7 @@ def is_equivalent(pred: str, gold: str, timeout: float = 1.0) -> bool:
     (True, True)
     """
     try:
-        return _matches(final_answers(_text(pred)), _text(gold), timeout)
+        return _matches(_text(pred), final_answers(_text(pred)), _text(gold), timeout)
     except Exception:  # never raise on untrusted text; unknown means not equal
         logger.debug("equivalence check failed", exc_info=True)
         return False
@@ -62,7 +64,7 @@ def grade(
         if not isinstance(completion, str):
             return False
         slot = answer_slot(completion, solution_start, solution_end)
-        return slot is not None and _matches(final_answers(*slot), _text(gold), timeout)
+        return slot is not None and _matches(slot[0], final_answers(*slot), _text(gold), timeout)
     except Exception:  # never raise on untrusted text
         logger.debug("grading failed", exc_info=True)
         return False
@@ -72,22 +74,28 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else "" if value is None else str(value)
 
 
-def _matches(answers: list[str], gold: str, timeout: float) -> bool:
-    """``answers`` (one, or a run of boxes) against the gold text, by the rule in the module docstring."""
+def _matches(slot: str, answers: list[str], gold: str, timeout: float) -> bool:
+    """``answers`` (one, or a run of boxes, read from ``slot``) against the gold text, by the rule in
+    the module docstring."""
     golds = final_answers(gold)
     if not answers or not golds:
         return False
     gold = ", ".join(golds)
-    if len(answers) > 1:
-        structure = compare.parse(normalize(gold)) if len(gold) <= MAX_ANSWER_CHARS else None
-        several = isinstance(structure, compare.Bag) and len(structure.items) > 1
-        if isinstance(structure, compare.Seq) and len(structure.items) == len(answers):
-            pred = structure.opening + ", ".join(answers) + structure.closing
-        else:
-            pred = ", ".join(answers) if several else answers[-1]
-    else:
-        pred = answers[0]
-    return _equal(pred, gold, timeout)
+    structure = compare.parse(normalize(gold)) if len(gold) <= MAX_ANSWER_CHARS else None
+    wanted = len(structure.items) if isinstance(structure, (compare.Bag, compare.Seq)) else 1
+    if len(answers) == 1:
+        if _equal(answers[0], gold, timeout):
+            return True
+        if wanted == 1 or "\\boxed" not in slot:
+            return False
+    if len(answers) < wanted and "\\boxed" in slot:
+        answers = last_boxes(slot, wanted)  # the gold's answers boxed in separate places
+    if len(answers) < 2:
+        return False
+    if isinstance(structure, compare.Seq) and len(structure.items) == len(answers):
+        return _equal(structure.opening + ", ".join(answers) + structure.closing, gold, timeout)
+    several = isinstance(structure, compare.Bag) and wanted > 1
+    return _equal(", ".join(answers) if several else answers[-1], gold, timeout)
 
 
 def _equal(pred: str, gold: str, timeout: float) -> bool:
