@@ -34,8 +34,9 @@ _SEPARATORS = (",", ";", "\\cup")
 _NAME = (
     r"(?:m?\\(?:angle|overline|triangle|widehat))?\{?(?:[A-Za-z]{1,4}|\\[a-zA-Z]+)(?:_\{?\w{1,3}\}?)?'?\}?"
 )
-_SIMPLE_LABEL = re.compile(  # x_1, PQ, \angle ABC, (a,b), S_1:S_2, |CD|, f(2), g(f(3))
-    rf"^(?:{_NAME}|\({_NAME}(?:,{_NAME})+\)|{_NAME}(?::{_NAME})+|\|{_NAME}\||[A-Za-z]\((?:[^()=]|\([^()=]*\)){{1,16}}\))$"
+_SIMPLE_LABEL = re.compile(  # x_1, PQ, \angle ABC, \sin\theta, (a,b), S_1:S_2, |CD|, f(2), g(f(3))
+    rf"^(?:{_NAME}|\\[a-z]+(?:\^\{{?-?\d\}}?)?{_NAME}|\({_NAME}(?:,{_NAME})+\)|{_NAME}(?::{_NAME})+"
+    rf"|\|{_NAME}\||[A-Za-z]\((?:[^()=]|\([^()=]*\)){{1,16}}\))$"
 )
 _LABEL_CHARS = re.compile(r"^(?:[A-Za-z(),:|+\-*/{}'\s]|\\[A-Za-z]+|_\{?\w{1,3}\}?)+$")
 _INFINITY = re.compile(r"^[+-]?\\infty$")

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 
-from .words import FUNCTION_WORDS, UNICODE, number_words, superscripts
+from .words import FUNCTION_WORDS, number_words, unicode_math
 
 MAX_NORMALIZE_CHARS = 20_000  # beyond this only trivial clean-up is done (hostile or prose)
 
@@ -57,8 +57,12 @@ _COMMANDS = [
 _RELATIONS = [  # re.sub templates
     (re.compile(r"\\le(?![a-z])"), r"\\leq"), (re.compile(r"\\ge(?![a-z])"), r"\\geq"),
     (re.compile(r"\\ne(?![a-z])"), r"\\neq"),
-    (re.compile(r"\\(sin|cos|tan|sec|csc|cot)\s*\^\s*\{?\s*-\s*1\s*\}?"), r"\\arc\1 "),
+    (re.compile(r"(?:(?<=\d)|(?<![\\A-Za-z]))sqrt\s+(\d+(?:\.\d+)?)(?![\d.])"), r"\\sqrt{\1}"),
 ]  # fmt: skip
+_INVERSE_TRIG = re.compile(r"\\(sin|cos|tan|sec|csc|cot)\s*\^\s*\{?\s*-\s*1\s*\}?")
+_SET_BUILDER = re.compile(r"^\\\{\s*([A-Za-z])\s*(?:\\in\s*\\mathbb\{?R\}?\s*)?(?:\||:)\s*(.+?)\s*\\\}$")
+_TEXT_SETS = {"all real numbers": "(-\\infty,\\infty)", "no solution": "\\emptyset", "no solutions": "\\emptyset",
+              "no real solutions": "\\emptyset", "there is no solution": "\\emptyset"}  # fmt: skip
 _WRAPPER = re.compile(
     r"\\(?:text|textbf|textit|textrm|textnormal|textup|textsf|mathrm|mathbf|mathit|mathsf|mbox|hbox"
     r"|operatorname|boxed|fbox|emph)\s*\{([^{}]*)\}"
@@ -94,6 +98,8 @@ def normalize(text: str) -> str:
         return text
     text = _rewrite(text)
     text = _strip_outer_braces(_unwrap(text).strip())
+    text = _INVERSE_TRIG.sub(r"\\arc\1 ", FUNCTION_WORDS.sub(r"\\\1 ", text))
+    text = _set_builder(text)
     text = _numbers_in_words(text)
     text = _strip_units(text)
     text = _OR_AND.sub(",", text)
@@ -102,19 +108,15 @@ def normalize(text: str) -> str:
     mixed = _MIXED.match(text)
     if mixed:
         text = f"{mixed.group(1)}\\frac{{{mixed.group(2)}}}{{{mixed.group(3)}}}"
-    text = FUNCTION_WORDS.sub(r"\\\1 ", text)
     if _SPACE_BETWEEN_WORDS.search(text) and not re.search(r"[\d\\^_{}=]", text):
         text = _SPACE.sub(" ", text).lower()  # a text answer: keep word boundaries, ignore case
-        return "(-\\infty,\\infty)" if text == "all real numbers" else text
+        return _TEXT_SETS.get(text, text)
     return _canonical(_SPACE.sub("", text))
 
 
 def _rewrite(text: str) -> str:
     """Rules 1–3 and 5–6: character and command rewrites, then wrapped trailing units (rule 4)."""
-    for char, latex in UNICODE.items():
-        if char in text:
-            text = text.replace(char, latex)
-    text = superscripts(text)
+    text = unicode_math(text)
     text = _THOUSANDS_SPACED.sub("", text)
     for old, new in _COMMANDS:
         if old in text:
@@ -126,6 +128,16 @@ def _rewrite(text: str) -> str:
     if unit and re.search(r"\d", text[: unit.start()]) and unit.group(1).strip() not in _KEEP_WORDS:
         text = text[: unit.start()]
     return text
+
+
+def _set_builder(text: str) -> str:
+    """``\\{x \\mid x > 3\\}`` → ``x > 3``: a set described by a condition on one variable is the condition."""
+    match = _SET_BUILDER.match(text) if text.startswith("\\{") else None
+    return (
+        match.group(2)
+        if match and re.search(rf"(?<![A-Za-z\\]){match.group(1)}(?![A-Za-z])", match.group(2))
+        else text
+    )
 
 
 def without_thousands(text: str) -> str:

@@ -34,7 +34,7 @@ _CONNECTOR = re.compile(
 _SPAN_OPEN = re.compile(r"(?<!\\)\$\$|(?<!\\)\$|\\\[|\\\(")
 _SPAN_CLOSE = {"$$": re.compile(r"(?<!\\)\$\$"), "$": re.compile(r"(?<!\\)\$"),
                "\\[": re.compile(r"\\\]"), "\\(": re.compile(r"\\\)")}  # fmt: skip
-_WORD = re.compile(r"(?<![\\A-Za-z])(?!and\b)[A-Za-z][a-z]{2,}")  # "The", "result"; not PQ, ab, \frac
+_WORD = re.compile(r"(?<![\\A-Za-z])(?!(?:and|or)\b)[A-Za-z][a-z]+")  # "It", "is"; not PQ, x, \frac
 _ANY_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _LEAD_IN = re.compile(
     r"^(?:\**\s*(?:final\s+)?answer\s*\**\s*:?\s*\**|(?:hence|thus|so|therefore|then)\b,?)\s*", re.IGNORECASE
@@ -141,7 +141,7 @@ def _final_statement(text: str) -> str | None:
 
 
 def _is_prose(text: str) -> bool:
-    """Two or more words of three letters or more (not LaTeX commands, labels such as ``PQ``, "and")."""
+    """Two or more words (not LaTeX commands, single letters, labels such as ``PQ``, "and"/"or")."""
     return len(_WORD.findall(text)) >= 2
 
 

@@ -43,6 +43,19 @@ _SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10
 _NUMERAL = re.compile(r"\d+(?:\.\d+)?")
 
 
+_ROOT_OF_NUMBER = re.compile(r"√\s*(\d+(?:\.\d+)?)")
+
+
+def unicode_math(text: str) -> str:
+    """Unicode math as LaTeX (``UNICODE``); ``√18`` is the root of the whole number, ``x²`` a power."""
+    if "√" in text:
+        text = _ROOT_OF_NUMBER.sub(r"\\sqrt{\1}", text)
+    for char, latex in UNICODE.items():
+        if char in text:
+            text = text.replace(char, latex)
+    return superscripts(text)
+
+
 def superscripts(text: str) -> str:
     """Runs of Unicode superscripts as a LaTeX power: ``x²`` → ``x^{2}``."""
     return _SUPERSCRIPT_RUN.sub(lambda m: "^{" + "".join(_SUPERSCRIPT[c] for c in m.group()) + "}", text)
