@@ -1,5 +1,5 @@
 """No verdict depends on timing: a cold process judges as a warm one; the sympy worker starts when a
-grader is built, in the background; the one sympy name safelist.
+grader is built, in the background, or when a comparison first needs it; the one sympy name safelist.
 
 The cold runs are fresh Python processes, so nothing this test process has warmed up can help them.
 """
@@ -54,6 +54,17 @@ def test_a_cold_process_returns_the_warm_verdicts():
     warm_up()
     warm = [is_equivalent(pred, gold) for pred, gold, _ in cases]
     assert cold == warm == [expected for _, _, expected in cases]
+
+
+def test_comparisons_settled_without_sympy_start_no_worker_process():
+    code = (
+        "import json, sys\n"
+        "from llm_finetuning.grading import is_equivalent, symbolic\n"
+        "verdicts = [is_equivalent(p, g) for p, g, _ in json.load(sys.stdin)]\n"
+        "print(json.dumps([verdicts, symbolic.started()]))"
+    )
+    verdicts, started = json.loads(run_cold(code, json.dumps(NUMERIC)))
+    assert verdicts == [expected for _, _, expected in NUMERIC] and started is False
 
 
 def test_start_worker_returns_before_the_worker_is_ready_and_the_first_comparison_waits_for_it():

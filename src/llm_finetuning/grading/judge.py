@@ -8,10 +8,12 @@ when the gold lists n answers and the last run has fewer boxes, the last n boxes
 taken (answers boxed in separate places: "(a) \\boxed{5} … (b) \\boxed{7}").
 Nothing here raises: an internal error is "not equal".
 
-``start_worker()`` starts the sympy worker in the background (cheap, returns at once); call it when a
-grader is built so it is ready before the first comparison that needs it. ``warm_up()`` also waits.
-A comparison that needs sympy waits for a worker still starting, so a cold process gives the same
-verdicts as a warm one. Try ``python -m llm_finetuning.grading.judge "\\frac{1}{2}" "0.5"``.
+``start_worker()`` starts the sympy worker in the background (cheap, returns at once); graders call it
+when they are built (``build_rewards``, the evaluator), so the worker is ready long before training
+or evaluation asks for it. ``warm_up()`` also waits until it is ready. Most comparisons never need
+sympy (exact arithmetic and ``numeric`` settle them), so a bare ``grade()`` starts no process; one
+that does need sympy starts the worker if nobody has and waits for it, so a cold process gives the
+same verdicts as a warm one. Try ``python -m llm_finetuning.grading.judge "\\frac{1}{2}" "0.5"``.
 """
 
 from __future__ import annotations
@@ -99,7 +101,6 @@ def _matches(slot: str, answers: list[str], gold: str, timeout: float) -> bool:
 
 
 def _equal(pred: str, gold: str, timeout: float) -> bool:
-    symbolic.start()  # no-op once started; builders start it earlier (start_worker)
     if pred.strip() == gold.strip():
         return bool(pred.strip())
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
