@@ -9,33 +9,8 @@ import pytest
 
 from llm_finetuning.config import DatasetSpec
 from llm_finetuning.data import DatasetLoader
-from llm_finetuning.data.formats import ADAPTERS, detect_format, is_numeric, last_boxed, resolve_adapter
+from llm_finetuning.data.formats import ADAPTERS, detect_format, resolve_adapter
 from llm_finetuning.errors import DataError
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        (r"so the answer is $\boxed{\frac{1}{2}}$.", r"\frac{1}{2}"),
-        (r"\boxed{1} and later \boxed{x^{2}+1}", "x^{2}+1"),
-        (r"\boxed 5", "5"),
-        (r"\fbox{7}", "7"),
-        (r"\boxed{\sqrt{\frac{a}{b}}}", r"\sqrt{\frac{a}{b}}"),
-        (r"\boxed{unbalanced", None),
-        (r"\boxed{}", None),
-        ("no box here", None),
-    ],
-)
-def test_last_boxed_takes_the_last_box_with_nested_braces(text, expected):
-    assert last_boxed(text) == expected
-
-
-@pytest.mark.parametrize(
-    ("answer", "numeric"),
-    [("1,234", True), ("-0.5", True), ("3e4", True), (r"\frac{1}{2}", False), ("nan", False), ("", False)],
-)
-def test_is_numeric(answer, numeric):
-    assert is_numeric(answer) is numeric
 
 
 @pytest.mark.parametrize(

@@ -52,8 +52,8 @@ def verdict(left: str, right: str) -> bool | None:
     for point in POINTS:
         a, a_precise = _value(left, point)
         b, b_precise = _value(right, point)
-        if a is None or b is None:
-            return None
+        if a is None or b is None:  # beyond double range (a 400-digit integer): decimals may still tell
+            return _precise_verdict(left, right)
         if abs(a - b) > DIFFERENT * max(1.0, abs(a), abs(b)):
             return False
         scale = max(abs(a), abs(b))
