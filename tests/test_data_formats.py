@@ -53,7 +53,7 @@ def test_auto_detection_from_columns(columns, expected):
             "Q?",
             "1234",
             None,
-            {"reference_solution": "1,234", "subject": "Algebra", "level": "Level 3"},
+            {"reference_solution": "1,234", "subject": "Algebra", "level": "3"},
         ),
         (
             "math",
@@ -66,7 +66,7 @@ def test_auto_detection_from_columns(columns, expected):
             "P",
             r"\frac{1}{2}",
             r"Half: $\boxed{\frac{1}{2}}$",
-            {"reference_solution": r"Half: $\boxed{\frac{1}{2}}$", "level": "Level 3", "subject": "Algebra"},
+            {"reference_solution": r"Half: $\boxed{\frac{1}{2}}$", "level": "3", "subject": "Algebra"},
         ),
         (  # MATH-500 carries its own answer column, which wins over the box
             "math",
@@ -80,7 +80,7 @@ def test_auto_detection_from_columns(columns, expected):
             "P",
             r"\frac12",
             r"\boxed{0.5}",
-            {"reference_solution": r"\boxed{0.5}", "level": "Level 2", "subject": "Algebra"},
+            {"reference_solution": r"\boxed{0.5}", "level": "2", "subject": "Algebra"},
         ),
         ("dapo", {"prompt": "P", "solution": "34"}, "P", "34", None, {}),
         (
@@ -157,8 +157,8 @@ def test_an_eval_file_with_problem_and_answer_columns_is_read_with_its_breakdown
     assert name == "math"
     assert [p.answer for p in found] == ["56", "-1, 3", "4", r"\frac{\pi}{4}"]
     assert [p.metadata for p in found][:2] == [
-        {"level": "Level 2", "subject": "Counting & Probability"},
-        {"level": "Level 3", "subject": "Algebra"},
+        {"level": "2", "subject": "Counting & Probability"},
+        {"level": "3", "subject": "Algebra"},
     ]
     assert all(p.reasoning is None for p in found)
 
@@ -176,8 +176,8 @@ def test_an_eval_file_with_question_and_answer_columns_is_read():
 def test_math_levels_read_the_same_from_hendrycks_copies_and_math_500():
     _, hendrycks = problems("hendrycks_math", subset=["algebra", "geometry"], split="test")
     _, math500 = problems("eval_problem_answer.jsonl")
-    assert {p.metadata["level"] for p in hendrycks} == {"Level 1", "Level 3", "Level ?"}
-    assert {p.metadata["level"] for p in math500} == {"Level 1", "Level 2", "Level 3"}
+    assert {p.metadata["level"] for p in hendrycks} == {"1", "3", "?"}
+    assert {p.metadata["level"] for p in math500} == {"1", "2", "3"}
     assert sorted(p.answer for p in hendrycks) == ["10", r"120^\circ", "5", "6"]
 
 

@@ -10,8 +10,8 @@ the gold answer a model is scored against is read by the same rules as the model
 
     >>> ADAPTERS["gsm8k"].convert({"question": "2 + 2?", "answer": "2 + 2 = 4\\n#### 4"}, DatasetSpec()).answer
     '4'
-    >>> ADAPTERS["math"].convert({"problem": "P", "answer": "7", "level": 3}, DatasetSpec()).metadata
-    {'level': 'Level 3'}
+    >>> ADAPTERS["math"].convert({"problem": "P", "answer": "7", "level": "Level 3"}, DatasetSpec()).metadata
+    {'level': '3'}
     >>> last_boxed(r"so $\\boxed{\\frac{1}{2}}$.")
     '\\\\frac{1}{2}'
 """
@@ -93,11 +93,10 @@ def _answer_or_none(text: Any) -> str | None:
 
 def _breakdown(row: dict[str, Any]) -> dict[str, Any]:
     """``level`` and ``subject`` (MATH's ``type``) for evaluation breakdowns, when the row has them;
-    a level is reported as ``Level N`` whether written ``"Level 3"`` (hendrycks copies) or ``3`` (MATH-500)."""
+    a level is reported as ``3`` whether written ``"Level 3"`` (hendrycks copies) or ``3`` (MATH-500)."""
     metadata: dict[str, Any] = {}
     if "level" in row:
-        level = _clean(row["level"])
-        metadata["level"] = f"Level {level}" if level.isdigit() else level
+        metadata["level"] = re.sub(r"^level\s*", "", _clean(row["level"]), flags=re.IGNORECASE)
     if "subject" in row or "type" in row:
         metadata["subject"] = _clean(row.get("subject", row.get("type")))
     return metadata

@@ -23,6 +23,7 @@ sentences are split once.
 
 from __future__ import annotations
 
+import bisect
 import re
 
 MAX_TEXT = 4_000  # prose is read in at most the last this many characters (the last paragraphs)
@@ -131,11 +132,17 @@ def _without_spans(text: str) -> str:
 def _final_statement(text: str) -> str | None:
     """The last sentence holding a digit or math; a sentence end inside a math span does not count."""
     spans = _span_ranges(text)
-    ends = [m for m in _SENTENCE_END.finditer(text) if not any(s <= m.start() < e for s, e, _ in spans)]
-    bounds = [0] + [m.end() for m in ends] + [len(text)]
+    starts = [start for start, _, _ in spans]
+    ends, inside = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        while inside < len(spans) and spans[inside][1] <= match.start():
+            inside += 1
+        if not (inside < len(spans) and spans[inside][0] <= match.start()):
+            ends.append(match.end())
+    bounds = [0, *ends, len(text)]
     for start, end in zip(reversed(bounds[:-1]), reversed(bounds[1:])):
         sentence = text[start:end].strip()
-        if _HAS_VALUE.search(sentence) or any(start <= s < end for s, _, _ in spans):
+        if _HAS_VALUE.search(sentence) or bisect.bisect_left(starts, start) < bisect.bisect_left(starts, end):
             return sentence
     return None
 
