@@ -1,15 +1,21 @@
-"""Our math grader against math-verify on the labelled cases, side by side in one run.
+"""Our math grader against math-verify on the labelled cases, each from a cold process, side by side.
 
-For each grader: accuracy, false-positive rate (wrong answers accepted, over the negatives),
-false-negative rate (right answers rejected, over the positives), throughput (cases/s, one process),
-p50/p99/max latency per case and the failures per category. Each math-verify call runs under its
-own 5 s ``timeout_seconds`` (its ``signal.alarm`` works here because this runs in the main thread).
+Each grader runs in a fresh Python process (nothing imported or warmed up beforehand: the sympy
+worker of ours starts when the first comparison is made, as in a real run) and grades the cases in
+file order. Reported per grader: accuracy, false-positive rate (wrong answers accepted, over the
+negatives), false-negative rate (right answers rejected, over the positives), throughput (cases/s over
+the grading loop; the import is reported apart), p50/p99/max latency per case, then accuracy and FP
+rate per group of categories (answer formats; long model outputs; hostile inputs) and the failures per
+category. math-verify calls run under its own 5 s ``timeout_seconds``/``parsing_timeout`` (its
+``signal.alarm`` works here because each call is in the main thread).
 
-    uv run python benchmarks/grader.py [--cases tests/data/grader_cases.jsonl] [--skip-math-verify]
+    uv run python benchmarks/grader.py                                  # every case, both graders
+    uv run python benchmarks/grader.py --sample 320 --skip-hostile      # 320 random non-hostile cases
+    uv run python benchmarks/grader.py --skip-math-verify
 
 Cases are JSON lines ``{"completion" | "completion_parts", "gold" | "gold_parts", "expected",
-"category"}``; ``*_parts`` is ``[[text, times], ...]`` so megabyte-long hostile inputs stay small
-on disk. Results go in docs/benchmarks.md, section "Grader".
+"category"}``; ``*_parts`` is ``[[text, times], ...]`` so megabyte-long hostile inputs stay small on
+disk. Results go in docs/benchmarks.md, section "Grader".
 """
 
 from __future__ import annotations
@@ -18,17 +24,19 @@ import argparse
 import collections
 import json
 import logging
+import random
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from llm_finetuning.rewards import math_grading
-
 DEFAULT_CASES = Path(__file__).resolve().parent.parent / "tests" / "data" / "grader_cases.jsonl"
+GROUPS = {"long_outputs": "long model outputs", "hostile": "hostile inputs"}  # the rest: answer formats
 
 
-def load_cases(path: Path) -> list[dict]:
+def load_cases(path: Path, sample: int | None, skip_hostile: bool, seed: int) -> list[dict]:
     """The labelled cases with ``*_parts`` fields expanded into ``completion`` / ``gold``."""
     cases = []
     for line in path.read_text().splitlines():
@@ -36,8 +44,17 @@ def load_cases(path: Path) -> list[dict]:
         for field in ("completion", "gold"):
             if f"{field}_parts" in case:
                 case[field] = "".join(text * times for text, times in case.pop(f"{field}_parts"))
-        cases.append(case)
+        if not (skip_hostile and case["category"] == "hostile"):
+            cases.append(case)
+    if sample is not None and sample < len(cases):
+        cases = random.Random(seed).sample(cases, sample)
     return cases
+
+
+def our_grader() -> Callable[[str, str], bool]:
+    from llm_finetuning.grading import grade
+
+    return grade
 
 
 def math_verify_grader() -> Callable[[str, str], bool]:
@@ -57,54 +74,89 @@ def math_verify_grader() -> Callable[[str, str], bool]:
     return grade
 
 
+GRADERS = {"grade": our_grader, "math-verify": math_verify_grader}
+
+
 def measure(grade: Callable[[str, str], bool], cases: list[dict]) -> dict:
-    latencies, failures = [], collections.Counter()
-    false_pos = false_neg = 0
+    latencies, failures, groups = [], collections.Counter(), collections.defaultdict(lambda: [0, 0, 0, 0])
     started = time.perf_counter()
     for case in cases:
         t0 = time.perf_counter()
         verdict = grade(case["completion"], case["gold"])
         latencies.append(time.perf_counter() - t0)
+        group = groups[GROUPS.get(case["category"], "answer formats")]  # cases, wrong, negatives, FP
+        group[0] += 1
+        group[2] += not case["expected"]
         if verdict != case["expected"]:
             failures[case["category"]] += 1
-            false_pos += verdict and not case["expected"]
-            false_neg += case["expected"] and not verdict
+            group[1] += 1
+            group[3] += bool(verdict)
     total = time.perf_counter() - started
     positives = sum(c["expected"] for c in cases)
+    false_pos = sum(g[3] for g in groups.values())
     latencies.sort()
     return {
+        "cases": len(cases),
         "accuracy": 1 - sum(failures.values()) / len(cases),
         "false_positive_rate": false_pos / max(1, len(cases) - positives),
-        "false_negative_rate": false_neg / max(1, positives),
+        "false_negative_rate": (sum(failures.values()) - false_pos) / max(1, positives),
         "cases_per_s": len(cases) / total,
         "p50_ms": 1000 * statistics.median(latencies),
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
         "max_ms": 1000 * latencies[-1],
-        "failures": dict(failures),
+        "groups": {name: _group_figures(g) for name, g in sorted(groups.items())},
+        "failures": dict(sorted(failures.items())),
     }
+
+
+def _group_figures(counts: list[int]) -> dict:
+    cases, wrong, negatives, false_pos = counts
+    return {"cases": cases, "accuracy": 1 - wrong / cases, "fp_rate": false_pos / max(1, negatives)}
+
+
+def run_child(name: str, args: argparse.Namespace) -> None:
+    """In a fresh process: import the grader (timed apart), grade the cases, print the figures as JSON."""
+    cases = load_cases(args.cases, args.sample, args.skip_hostile, args.seed)
+    started = time.perf_counter()
+    grade = GRADERS[name]()
+    imported = time.perf_counter() - started
+    print(json.dumps({"import_s": imported, **measure(grade, cases)}))
 
 
 def report(name: str, result: dict) -> None:
     print(
-        f"{name:<14} accuracy {result['accuracy']:.3f}  FP rate {result['false_positive_rate']:.3f}  "
+        f"{name:<12} accuracy {result['accuracy']:.3f}  FP rate {result['false_positive_rate']:.3f}  "
         f"FN rate {result['false_negative_rate']:.3f}  {result['cases_per_s']:.0f} cases/s  "
-        f"p50 {result['p50_ms']:.2f} ms  p99 {result['p99_ms']:.1f} ms  max {result['max_ms']:.0f} ms"
+        f"p50 {result['p50_ms']:.2f} ms  p99 {result['p99_ms']:.1f} ms  max {result['max_ms']:.0f} ms  "
+        f"(import {result['import_s']:.2f} s)"
     )
-    print(f"{'':<14} failures by category: {result['failures'] or 'none'}")
+    for group, figures in result["groups"].items():
+        print(
+            f"{'':<12} {group:<20} {figures['cases']:>4} cases  accuracy {figures['accuracy']:.3f}  "
+            f"FP rate {figures['fp_rate']:.3f}"
+        )
+    print(f"{'':<12} failures by category: {result['failures'] or 'none'}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=Path, default=DEFAULT_CASES)
+    parser.add_argument("--sample", type=int, default=None, help="grade this many random cases")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    parser.add_argument("--skip-hostile", action="store_true", help="leave out the hostile inputs")
     parser.add_argument("--skip-math-verify", action="store_true")
+    parser.add_argument("--child", choices=sorted(GRADERS), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    cases = load_cases(args.cases)
+    if args.child:
+        run_child(args.child, args)
+        return
+    cases = load_cases(args.cases, args.sample, args.skip_hostile, args.seed)
     positives = sum(c["expected"] for c in cases)
     print(f"{len(cases)} cases ({positives} positive, {len(cases) - positives} negative) from {args.cases}")
-    math_grading.warm_up()  # sympy's import in the worker (seconds, once per process) is not timed
-    report("grade", measure(math_grading.grade, cases))
-    if not args.skip_math_verify:
-        report("math-verify", measure(math_verify_grader(), cases))
+    for name in [n for n in GRADERS if not (args.skip_math_verify and n == "math-verify")]:
+        child = [sys.executable, __file__, "--child", name, *sys.argv[1:]]
+        output = subprocess.run(child, check=True, capture_output=True, text=True).stdout
+        report(name, json.loads(output.strip().splitlines()[-1]))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Time every registered reward on one GRPO-sized batch: 64 completions of about 4,000 characters.
 
 The completions are synthetic but shaped like real rollouts: step-by-step arithmetic prose, then an
-answer in the seed's ``<end_working_out><SOLUTION>…</SOLUTION>`` format (most), the XML format, the
+answer in the Unsloth GRPO notebook's ``<end_working_out><SOLUTION>…</SOLUTION>`` format (most), the XML format, the
 ``<think>``/``<answer>`` format, or cut off mid-reasoning; about half the answers are right. Each
 reward scores the batch ``--repeats`` times after one warm-up call; the table shows the median.
 

@@ -127,3 +127,54 @@ def test_run_training_on_a_bad_local_file_exits_2_with_one_line(tmp_path):
 def _text(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+DATA = ROOT / "tests" / "data"
+
+
+@pytest.mark.parametrize(
+    ("subset", "split", "problems"),
+    [
+        ("algebra", "test", 2),
+        (["algebra", "geometry"], "test", 4),
+        (["algebra", "geometry"], "train", 2),
+    ],
+)
+def test_a_list_of_subsets_is_loaded_and_concatenated(subset, split, problems):
+    # tests/data/hendrycks_math is laid out as EleutherAI/hendrycks_math: one config per subject
+    spec = DatasetSpec(name=str(DATA / "hendrycks_math"), subset=subset, split=split)
+    dataset = DatasetLoader(spec, seed=0).load()
+    assert len(dataset) == problems
+    assert set(dataset["type"]) == ({"Algebra"} if subset == "algebra" else {"Algebra", "Geometry"})
+
+
+def test_an_unknown_subset_is_a_one_line_error_naming_subset_and_split():
+    spec = DatasetSpec(name=str(DATA / "hendrycks_math"), subset=["algebra", "calculus"], split="test")
+    with pytest.raises(DataError) as caught:
+        DatasetLoader(spec, seed=0).load()
+    message = str(caught.value)
+    assert (
+        "'calculus' not found" in message
+        and "check subset (['algebra', 'calculus']) and split (test)" in message
+    )
+    assert "\n" not in message
+
+
+def test_competition_math_says_it_merges_math_train_and_test(caplog):
+    spec = DatasetSpec(name=str(DATA / "qwedsacf" / "competition_math"))
+    with caplog.at_level("WARNING", logger="llm_finetuning.data.loader"):
+        assert len(DatasetLoader(spec, seed=0).load()) == 2
+    assert any("MATH's train and test problems merged" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="llm_finetuning.data.loader"):
+        DatasetLoader(DatasetSpec(name=str(DATA / "eval_problem_answer.jsonl")), seed=0).load()
+    assert not caplog.records
+
+
+@pytest.mark.parametrize(("keep", "action"), [(False, "stripped"), (True, "kept")])
+def test_loading_dapo_rows_counts_the_prompts_carrying_its_answer_instruction(caplog, keep, action):
+    spec = DatasetSpec(name=str(DATA / "dapo_sample.jsonl"), keep_answer_instruction=keep)
+    with caplog.at_level("INFO", logger="llm_finetuning.data.formats"):
+        DatasetLoader(spec, seed=0).load()
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(f"DAPO's answer instruction found in 3 of 5 prompts; {action}" in m for m in messages)

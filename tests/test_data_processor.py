@@ -95,7 +95,7 @@ def test_gsm8k_csv_answer_drops_thousands_separators_and_keeps_the_solution(toke
 def test_math_jsonl_answer_is_the_nested_box_and_metadata_is_kept(tokenizer, tmp_path):
     (row,) = grpo_rows(tokenizer, MATH, tmp_path / "math.jsonl")
     assert row["prompt"][1]["content"] == "Compute 1/2."
-    assert (row["answer"], row["level"], row["subject"]) == (r"\frac{1}{2}", "Level 2", "Prealgebra")
+    assert (row["answer"], row["level"], row["subject"]) == (r"\frac{1}{2}", "2", "Prealgebra")
 
 
 def test_dapo_parquet_solution_becomes_answer(tokenizer, tmp_path):

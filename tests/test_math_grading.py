@@ -1,5 +1,6 @@
-"""The math grader: every labelled case in tests/data/grader_cases.jsonl, extraction, the time bound,
-use from worker threads, and the sympy worker being killed and replaced when it hangs."""
+"""The math grader: every labelled case in tests/data/grader_cases.jsonl (each answer format, with
+near-miss negatives), the time bound, use from worker threads, and the sympy worker being killed and
+replaced when it hangs."""
 
 import concurrent.futures
 import json
@@ -8,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_finetuning.rewards import math_grading, math_symbolic
-from llm_finetuning.rewards.math_grading import extract_answer, grade, is_equivalent
+from llm_finetuning.grading import extract_answer, grade, is_equivalent, symbolic, warm_up
 
 CASES_FILE = Path(__file__).parent / "data" / "grader_cases.jsonl"
 TIME_BOUND_S = 2.0
@@ -32,14 +32,27 @@ CASES = load_cases()
 
 @pytest.fixture(scope="module", autouse=True)
 def warm_worker():
-    math_grading.warm_up()  # sympy's import (seconds, once) is not what the time bounds measure
+    warm_up()  # sympy's import (seconds, once) is not what the time bounds measure
+
+
+FORMAT_CATEGORIES = [
+    "sentences_in_slot", "several_boxed", "labels", "relations", "plain_text_notation", "unicode",
+    "fraction_commands", "units_text", "thousands", "empty_and_real_sets", "inverse_trig", "matrices",
+    "semicolon_tuples", "number_words", "identities", "long_outputs",
+]  # fmt: skip
 
 
 def test_the_labelled_set_is_big_and_balanced():
     negatives = sum(not c["expected"] for c in CASES)
-    assert len(CASES) >= 200
+    assert len(CASES) >= 450
     assert 0.35 <= negatives / len(CASES) <= 0.5
     assert sum(c["category"] == "hostile" for c in CASES) >= 20
+
+
+@pytest.mark.parametrize("category", FORMAT_CATEGORIES)
+def test_every_answer_format_has_positives_and_near_miss_negatives(category):
+    verdicts = [c["expected"] for c in CASES if c["category"] == category]
+    assert verdicts.count(True) >= 2 and verdicts.count(False) >= 1
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{i}-{c['category']}" for i, c in enumerate(CASES)])
@@ -62,7 +75,7 @@ def test_labelled_case(case):
         ("\\fbox{3}", "3"),
         ("\\boxed 5$.", "5"),
         ("text\n#### 1,234\n", "1,234"),
-        ("So the final answer is $x^2$.", "$x^2$"),
+        ("So the final answer is $x^2$.", "x^2"),
         ("The answer is: 27", "27"),
         ("<SOLUTION>42", None),  # cut off: never a fallback to the number in it
         ("\\boxed{4", None),
@@ -115,15 +128,15 @@ def test_grading_from_worker_threads_matches_the_main_thread():
 
 
 def test_a_stuck_sympy_worker_is_killed_and_replaced():
-    assert math_symbolic.equal("sqrt(8)", "2*sqrt(2)") is True
-    stuck_pid = math_symbolic.worker_pid()
+    assert symbolic.equal("sqrt(8)", "2*sqrt(2)") is True
+    stuck_pid = symbolic.worker_pid()
     started = time.perf_counter()
     # Beyond the guards' reach on purpose: sympy would spend minutes on this.
-    assert math_symbolic.equal("factorial(factorial(20))", "1", timeout=0.5) is None
+    assert symbolic.equal("factorial(factorial(20))", "1", timeout=0.5) is None
     assert time.perf_counter() - started < 1.5
-    assert math_symbolic.worker_pid() != stuck_pid
+    assert symbolic.worker_pid() != stuck_pid
     # The replacement may still be importing sympy if another kill came just before: allow for it.
-    assert math_symbolic.equal("1/2", "(2/4)", timeout=30) is True
+    assert symbolic.equal("1/2", "(2/4)", timeout=30) is True
     assert is_equivalent("\\sqrt{12}", "2\\sqrt3")
 
 

@@ -49,7 +49,7 @@ def score(reward, completions=BATCH):
     return reward(prompts=["Q"] * len(completions), completions=completions, answer=GOLDS[: len(completions)])
 
 
-def test_available_rewards_lists_every_seed_reward():
+def test_available_rewards_lists_every_reward():
     assert available_rewards() == ALL_NAMES
 
 
@@ -91,8 +91,8 @@ def test_unknown_name_lists_valid_names_and_the_closest():
     ("name", "params", "fragment"),
     [
         ("check_answer", {"exactt": 1.0}, "unknown parameter 'exactt' (did you mean 'exact'?)"),
-        ("check_answer", {"exact": "5"}, "parameter 'exact' must be a finite number"),
-        ("check_answer", {"exact": True}, "parameter 'exact' must be a finite number"),
+        ("check_answer", {"exact": "high"}, "parameter 'exact': expected float, got 'high' (str)"),
+        ("check_answer", {"exact": True}, "parameter 'exact': expected float, got True (bool)"),
         ("check_answer", {"wrong": float("nan")}, "parameter 'wrong' must be a finite number"),
         ("check_answer", {"near_ratio": 0.05}, "parameter 'near_ratio' must be >= close_ratio"),
         (
@@ -101,16 +101,17 @@ def test_unknown_name_lists_valid_names_and_the_closest():
             "parameter 'preset' must be one of ['unsloth_qwen3_notebook']",
         ),
         ("check_answer", {"solution_start": ""}, "parameter 'solution_start' must be a non-empty tag"),
-        ("check_answer", {"eos_texts": [1, 2]}, "parameter 'eos_texts' must be a list of a string"),
-        ("check_numbers", {"solution_start": 3}, "parameter 'solution_start' must be a string"),
+        ("check_answer", {"eos_texts": [1, 2]}, "parameter 'eos_texts'[0]: expected str, got 1 (int)"),
+        ("check_answer", {"eos_texts": "</s>"}, "parameter 'eos_texts': expected a list, got '</s>'"),
+        ("check_numbers", {"solution_start": 3}, "parameter 'solution_start': expected str, got 3 (int)"),
         ("cosine", {"max_len": -5}, "parameter 'max_len' must be > 0"),
-        ("cosine", {"max_len": 10.5}, "parameter 'max_len' must be an integer"),
+        ("cosine", {"max_len": 10.5}, "parameter 'max_len': expected int, got 10.5 (float)"),
         ("cosine", {"min_value_wrong": 0.0}, "parameter 'max_value_wrong' must be >= min_value_wrong"),
         ("repetition_penalty", {"max_penalty": 0.5}, "parameter 'max_penalty' must be <= 0"),
         ("repetition_penalty", {"ngram_size": 0}, "parameter 'ngram_size' must be >= 1"),
         ("reasoning_steps", {"target_steps": 0}, "parameter 'target_steps' must be > 0"),
         ("reasoning_steps", {"markers": [""]}, "parameter 'markers' must not contain an empty string"),
-        ("format", {"require_think_start": "yes"}, "parameter 'require_think_start' must be true or false"),
+        ("format", {"require_think_start": "yes"}, "parameter 'require_think_start': expected bool, got 'yes'"),
         ("r1_zero", {"format_weight": 2.0}, "parameter 'format_weight' must be in [0, 1]"),
         ("xmlcount", {"per_char": -1.0}, "parameter 'per_char' must be >= 0"),
         ("correctness", {"answer_tag": "<answer>"}, "parameter 'answer_tag' must be a bare tag name"),
@@ -122,6 +123,11 @@ def test_bad_params_are_rejected_at_build_time_naming_the_param(name, params, fr
         get_reward(name, **params)
     assert fragment in str(error.value)
     assert str(error.value).startswith(f"{name}: ")
+
+
+def test_params_are_converted_as_config_fields_are():
+    reward = get_reward("check_answer", exact=5, eos_texts=["</s>"], close_ratio="1e-2")
+    assert (reward.exact, reward.eos_texts, reward.close_ratio) == (5.0, ("</s>",), 0.01)
 
 
 def test_presets_reproduce_the_unsloth_notebook_ranges_and_explicit_params_win():
@@ -166,7 +172,7 @@ def test_build_rewards_takes_tags_from_the_prompt_config_and_params_override_the
     assert funcs[1](completions=["x = 4"], answer=["4"]) == [3.0]
 
 
-def test_build_rewards_with_the_project_config_defaults_gives_the_seed_four():
+def test_build_rewards_with_the_project_config_defaults_gives_the_notebook_four():
     config = pytest.importorskip("llm_finetuning.config")
     funcs, weights = build_rewards(config.RewardConfig(), config.PromptConfig())
     names = ["match_format_exactly", "match_format_approximately", "check_answer", "check_numbers"]

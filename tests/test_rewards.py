@@ -3,8 +3,6 @@
 Every case is checked twice, as a plain string and as a chat message list, the two forms TRL passes.
 """
 
-import doctest
-import importlib
 import logging
 
 import pytest
@@ -196,33 +194,17 @@ def test_an_unreadable_completion_scores_the_minimum_and_a_lone_answer_is_repeat
 
 
 def test_an_internal_error_scores_the_minimum_and_logs_once(monkeypatch, caplog):
-    from llm_finetuning.rewards import _common
+    from llm_finetuning import grading
+    from llm_finetuning.rewards import base
 
     def broken_grade(*args, **kwargs):
         raise RuntimeError("grader exploded")
 
-    monkeypatch.setattr(_common.grader(), "grade", broken_grade)
-    monkeypatch.setattr(_common, "_LOGGED_ERRORS", set())
+    monkeypatch.setattr(grading, "grade", broken_grade)
+    monkeypatch.setattr(base, "_LOGGED_ERRORS", set())
     reward = get_reward("accuracy", correct=2.0, wrong=-1.0)
-    with caplog.at_level(logging.ERROR, logger="llm_finetuning.rewards._common"):
+    with caplog.at_level(logging.ERROR, logger="llm_finetuning.rewards.base"):
         assert reward(completions=["a", "b", "c"], answer=["1", "1", "1"]) == [-1.0, -1.0, -1.0]
     assert [r.getMessage() for r in caplog.records].count(
         "reward accuracy failed on a completion; scoring it -1.0"
     ) == 1
-
-
-MODULES = [
-    "",
-    "._common",
-    ".format_rewards",
-    ".answer_rewards",
-    ".other_rewards",
-    ".xml_rewards",
-    ".registry",
-]
-
-
-@pytest.mark.parametrize("module", MODULES)
-def test_docstring_examples_run(module):
-    result = doctest.testmod(importlib.import_module("llm_finetuning.rewards" + module))
-    assert result.failed == 0 and result.attempted > 0

@@ -7,9 +7,11 @@ catastrophic regex backtracking and unbounded parsing, not slowness.
 
 import time
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from llm_finetuning.grading import warm_up
 from llm_finetuning.rewards import available_rewards, get_reward
 
 REWARDS = [get_reward(name) for name in available_rewards()]
@@ -34,6 +36,11 @@ GOLD = st.one_of(
     st.sampled_from(["4", "42", "-3.5", "1,234", "\\frac{1}{2}", "x^2", "", "9^{9^{9^9}}"]), NUMBERS
 )
 BATCH_SIZE = 40
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_grader():
+    warm_up()  # a cold comparison waits for sympy's import (seconds, once): not what the bounds measure
 
 
 @st.composite

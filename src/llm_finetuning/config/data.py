@@ -20,13 +20,16 @@ class DatasetSpec:
     name: str = option(
         "", 'Hub id, local file/folder (.jsonl/.json/.parquet/.csv), or "synthetic:arithmetic"'
     )
-    subset: str | None = option(None, "Hub configuration name")
+    subset: str | list[str] | None = option(None, "Hub configuration name, or a list of them to concatenate")
     split: str = option("train", "split to load")
     format: DatasetFormat = option("auto", "schema adapter; auto detects from the columns")
     max_samples: int | None = option(None, "keep at most this many rows after shuffling")
     question_column: str = option("question", "format=columns: column holding the problem")
     answer_column: str = option("answer", "format=columns: column holding the final answer")
     solution_column: str | None = option(None, "format=columns: column holding a worked solution (SFT)")
+    keep_answer_instruction: bool = option(
+        False, 'format=dapo: keep DAPO\'s "Answer: $Answer" instruction in prompts (default: stripped)'
+    )
 
     def __post_init__(self) -> None:
         if self.max_samples is not None:

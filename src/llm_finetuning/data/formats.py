@@ -1,12 +1,17 @@
 """One small adapter per dataset schema, in a registry: raw row -> canonical ``Problem``.
 
-Why: the processor should not know where a dataset came from. Each adapter reads one schema (Hub datasets
-the seeds use, our generator, or any table through ``format: columns``) and returns the question, the final
-answer (``None`` when unusable: the row is dropped and counted), the worked solution for SFT (``None`` when
-the schema has none) and metadata columns kept for evaluation breakdowns (``level``, ``subject``...).
+Why: the processor should not know where a dataset came from. Each adapter reads one schema (the Hub
+datasets the default recipe uses, MATH and GSM8K copies, our generator, or any table through
+``format: columns``) and returns the question, the final answer (``None`` when unusable: the row is
+dropped and counted), the worked solution for SFT (``None`` when the schema has none) and metadata
+columns kept for evaluation breakdowns (``level``, ``subject``...). Final answers are taken from
+worked solutions and answer columns by the grader's own extraction (``llm_finetuning.grading``), so
+the gold answer a model is scored against is read by the same rules as the model's answer.
 
     >>> ADAPTERS["gsm8k"].convert({"question": "2 + 2?", "answer": "2 + 2 = 4\\n#### 4"}, DatasetSpec()).answer
     '4'
+    >>> ADAPTERS["math"].convert({"problem": "P", "answer": "7", "level": "Level 3"}, DatasetSpec()).metadata
+    {'level': '3'}
     >>> last_boxed(r"so $\\boxed{\\frac{1}{2}}$.")
     '\\\\frac{1}{2}'
 """
@@ -14,14 +19,18 @@ the schema has none) and metadata columns kept for evaluation breakdowns (``leve
 from __future__ import annotations
 
 import logging
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import DatasetSpec
 from ..errors import DataError
+from ..grading.extract import gold_answer, is_numeric, last_boxed
+from ..grading.normalize import without_thousands
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 __all__ = [
     "ADAPTERS",
@@ -31,6 +40,7 @@ __all__ = [
     "is_numeric",
     "last_boxed",
     "resolve_adapter",
+    "strip_answer_instruction",
 ]
 
 logger = logging.getLogger(__name__)
@@ -51,56 +61,26 @@ class FormatAdapter:
     """How to read one schema: the columns that identify it and the row converter."""
 
     name: str
-    signature: tuple[str, ...]  # columns whose presence identifies the schema (auto detection, in order)
+    signatures: tuple[tuple[str, ...], ...]  # column sets that identify the schema (auto detection, in order)
     convert: Callable[[dict[str, Any], DatasetSpec], Problem]
     has_reasoning: bool  # rows carry a worked solution, so the schema can be SFT data
     heldout_column: str | None = None  # column marking held-out rows ("eval"), used instead of a random split
+    report: Callable[[Dataset, DatasetSpec], None] | None = None  # logs what the adapter will change
 
-    def required_columns(self, spec: DatasetSpec) -> list[str]:
+    def required_columns(self, spec: DatasetSpec, columns: Sequence[str] = ()) -> list[str]:
+        """The columns this schema needs: the signature that ``columns`` comes closest to."""
         if self.name == "columns":
             return [spec.question_column, spec.answer_column] + (
                 [spec.solution_column] if spec.solution_column else []
             )
-        return list(self.signature)
-
-
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
-
-
-def last_boxed(text: str) -> str | None:
-    r"""Content of the last ``\boxed{...}`` (nested braces allowed), or ``None``.
-
-    >>> last_boxed(r"\boxed{1} then \boxed{x^{2}}")
-    'x^{2}'
-    """
-    matches = list(_BOXED.finditer(text))
-    if not matches:
-        return None
-    position = matches[-1].end()
-    if not text.startswith("{", position):
-        bare = re.match(r"[^\s$]+", text[position:])  # the "\boxed 5" form
-        return bare.group(0) if bare else None
-    depth = 0
-    for index in range(position, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[index], 0)
-        if depth == 0:
-            return text[position + 1 : index].strip() or None
-    return None  # unbalanced braces
-
-
-def is_numeric(answer: str) -> bool:
-    """A finite number, thousands separators allowed ("1,234", "-0.5", "3e4"); the SFT filter's rule."""
-    try:
-        return math.isfinite(float(answer.replace(",", "").strip()))
-    except ValueError:
-        return False
+        return list(min(self.signatures, key=lambda signature: len(set(signature) - set(columns))))
 
 
 def _gsm8k_answer(solution: str) -> str | None:
-    if "####" not in solution:
-        return None
-    answer = solution.rsplit("####", 1)[1].strip().replace(",", "").rstrip(".")
-    return answer or None
+    """The answer of a GSM8K-style answer column (``… #### 1,234`` or a bare answer), thousands
+    separators dropped so the SFT target and the string-matching rewards see ``1234``."""
+    answer = gold_answer(solution)
+    return without_thousands(answer) if answer else None
 
 
 def _clean(text: Any) -> str:
@@ -111,32 +91,85 @@ def _answer_or_none(text: Any) -> str | None:
     return _clean(text) or None
 
 
+def _breakdown(row: dict[str, Any]) -> dict[str, Any]:
+    """``level`` and ``subject`` (MATH's ``type``) for evaluation breakdowns, when the row has them;
+    a level is reported as ``3`` whether written ``"Level 3"`` (hendrycks copies) or ``3`` (MATH-500)."""
+    metadata: dict[str, Any] = {}
+    if "level" in row:
+        metadata["level"] = re.sub(r"^level\s*", "", _clean(row["level"]), flags=re.IGNORECASE)
+    if "subject" in row or "type" in row:
+        metadata["subject"] = _clean(row.get("subject", row.get("type")))
+    return metadata
+
+
 def _openmathreasoning(row: dict[str, Any], spec: DatasetSpec) -> Problem:
     thoughts = _clean(row["generated_solution"]).replace("<think>", "").replace("</think>", "").strip()
     return Problem(_clean(row["problem"]), _answer_or_none(row["expected_answer"]), thoughts or None)
 
 
+# DAPO's own answer instruction around each problem (open-r1/DAPO-Math-17k-Processed keeps it in
+# ``prompt``). Under our system prompt it would ask for a second answer format, so it is stripped
+# unless ``keep_answer_instruction`` is set.
+_DAPO_LEAD = re.compile(
+    r"^\s*Solve the following math problem step by step\.\s*The last line of your response should be of "
+    r"the form Answer: \$Answer \(without quotes\) where \$Answer is the answer to the problem\.\s*"
+)
+_DAPO_TAIL = re.compile(r'\s*Remember to put your answer on its own line after "Answer:"\.?\s*$')
+
+
+def strip_answer_instruction(prompt: str) -> tuple[str, bool]:
+    """``prompt`` without DAPO's answer instruction, and whether it had one.
+
+    >>> strip_answer_instruction('Solve the following math problem step by step. The last line of your '
+    ...     'response should be of the form Answer: $Answer (without quotes) where $Answer is the answer '
+    ...     'to the problem.\\n\\nWhat is 2+2?\\n\\nRemember to put your answer on its own line after "Answer:".')
+    ('What is 2+2?', True)
+    """
+    stripped = _DAPO_TAIL.sub("", _DAPO_LEAD.sub("", prompt, count=1), count=1)
+    return stripped.strip(), stripped != prompt
+
+
 def _dapo(row: dict[str, Any], spec: DatasetSpec) -> Problem:
-    return Problem(_clean(row["prompt"]), _answer_or_none(row["solution"]))  # the seed's solution -> answer
+    question = _clean(row["prompt"])
+    if not spec.keep_answer_instruction:
+        question = strip_answer_instruction(question)[0]
+    return Problem(question, _answer_or_none(row["solution"]))  # DAPO's "solution" is the final answer
 
 
-def _gsm8k(row: dict[str, Any], spec: DatasetSpec) -> Problem:
-    solution = _clean(row["answer"])
-    working = re.sub(r"<<[^>]*>>", "", solution.rsplit("####", 1)[0]).strip()  # drop calculator notes
-    return Problem(
-        _clean(row["question"]), _gsm8k_answer(solution), working or None, {"reference_solution": solution}
+def _report_dapo(dataset: Dataset, spec: DatasetSpec) -> None:
+    prompts = dataset["prompt"]
+    found = sum(strip_answer_instruction(str(p or ""))[1] for p in prompts)
+    action = "kept (keep_answer_instruction: true)" if spec.keep_answer_instruction else "stripped"
+    logger.info(
+        "%s: DAPO's answer instruction found in %d of %d prompts; %s", spec.name, found, len(prompts), action
     )
 
 
+def _gsm8k(row: dict[str, Any], spec: DatasetSpec) -> Problem:
+    """GSM8K (``… #### 72``), or a question/answer table whose answer is a bare answer; text without
+    ``####`` that reads as prose (a worked solution cut short) has no usable answer."""
+    solution = _clean(row["answer"])
+    marked = "####" in solution
+    working = re.sub(r"<<[^>]*>>", "", solution.rsplit("####", 1)[0]).strip() if marked else ""
+    answer = _gsm8k_answer(solution) if marked or _bare_answer(solution) else None
+    metadata = {"reference_solution": solution, **_breakdown(row)}
+    return Problem(_clean(row["question"]), answer, working or None, metadata)
+
+
+def _bare_answer(text: str) -> bool:
+    """One line that is math or a few words (``72``, ``\\frac{1}{2}``, ``Monday``), not a sentence."""
+    return "\n" not in text and (len(text.split()) <= 3 or re.search(r"[\d\\$=]", text) is not None)
+
+
 def _math(row: dict[str, Any], spec: DatasetSpec) -> Problem:
-    solution = _clean(row["solution"])
-    answer = _answer_or_none(row.get("answer")) or last_boxed(solution)
-    metadata: dict[str, Any] = {"reference_solution": solution}
-    if "level" in row:
-        metadata["level"] = str(row["level"])
-    if "subject" in row or "type" in row:
-        metadata["subject"] = _clean(row.get("subject", row.get("type")))
+    solution = _clean(row.get("solution"))
+    answer = _gold(row.get("answer")) or last_boxed(solution)
+    metadata = ({"reference_solution": solution} if "solution" in row else {}) | _breakdown(row)
     return Problem(_clean(row["problem"]), answer, solution or None, metadata)
+
+
+def _gold(text: Any) -> str | None:
+    return gold_answer(_clean(text)) if _clean(text) else None
 
 
 def _numina(row: dict[str, Any], spec: DatasetSpec) -> Problem:
@@ -147,8 +180,7 @@ def _numina(row: dict[str, Any], spec: DatasetSpec) -> Problem:
 
 
 def _columns(row: dict[str, Any], spec: DatasetSpec) -> Problem:
-    raw_answer = _clean(row[spec.answer_column])
-    answer = last_boxed(raw_answer) or _gsm8k_answer(raw_answer) or raw_answer or None
+    answer = _gsm8k_answer(_clean(row[spec.answer_column])) if _clean(row[spec.answer_column]) else None
     reasoning = (_clean(row[spec.solution_column]) or None) if spec.solution_column else None
     return Problem(_clean(row[spec.question_column]), answer, reasoning)
 
@@ -164,30 +196,33 @@ ADAPTERS: dict[str, FormatAdapter] = {
     for adapter in [
         FormatAdapter(
             "synthetic",
-            ("question", "answer", "solution", "split", "operations", "kind"),
+            (("question", "answer", "solution", "split", "operations", "kind"),),
             _synthetic,
             has_reasoning=True,
             heldout_column="split",
         ),
         FormatAdapter(
             "openmathreasoning",
-            ("problem", "generated_solution", "expected_answer"),
+            (("problem", "generated_solution", "expected_answer"),),
             _openmathreasoning,
             has_reasoning=True,
         ),
-        FormatAdapter("numina", ("problem", "solution", "messages"), _numina, has_reasoning=True),
-        FormatAdapter("math", ("problem", "solution"), _math, has_reasoning=True),
-        FormatAdapter("dapo", ("prompt", "solution"), _dapo, has_reasoning=False),
-        FormatAdapter("gsm8k", ("question", "answer"), _gsm8k, has_reasoning=True),
+        FormatAdapter("numina", (("problem", "solution", "messages"),), _numina, has_reasoning=True),
+        # MATH copies (problem, solution[, answer], level, type/subject) and MATH-500-like eval files
+        # (problem, answer[, subject, level]) without worked solutions
+        FormatAdapter("math", (("problem", "solution"), ("problem", "answer")), _math, has_reasoning=True),
+        FormatAdapter("dapo", (("prompt", "solution"),), _dapo, has_reasoning=False, report=_report_dapo),
+        # GSM8K (answer "... #### 72") and any question/answer table (a bare answer)
+        FormatAdapter("gsm8k", (("question", "answer"),), _gsm8k, has_reasoning=True),
         FormatAdapter("columns", (), _columns, has_reasoning=True),
     ]
 }
 
 
 def detect_format(columns: Sequence[str]) -> str | None:
-    """The first schema whose signature columns are all present, or ``None``."""
+    """The first schema one of whose signatures is all present in ``columns``, or ``None``."""
     for adapter in ADAPTERS.values():
-        if adapter.signature and set(adapter.signature) <= set(columns):
+        if any(set(signature) <= set(columns) for signature in adapter.signatures):
             return adapter.name
     return None
 
@@ -205,7 +240,7 @@ def resolve_adapter(spec: DatasetSpec, columns: Sequence[str]) -> FormatAdapter:
             )
         logger.info("%s: detected format '%s' from columns %s", spec.name, name, list(columns))
     adapter = ADAPTERS[name]
-    missing = [column for column in adapter.required_columns(spec) if column not in columns]
+    missing = [column for column in adapter.required_columns(spec, columns) if column not in columns]
     if missing:
         fix = (
             "set question_column/answer_column/solution_column to columns that exist"
@@ -219,4 +254,8 @@ def resolve_adapter(spec: DatasetSpec, columns: Sequence[str]) -> FormatAdapter:
 
 
 def _signatures() -> str:
-    return "; ".join(f"{a.name} ({', '.join(a.signature)})" for a in ADAPTERS.values() if a.signature)
+    return "; ".join(
+        f"{a.name} ({' or '.join(', '.join(s) for s in a.signatures)})"
+        for a in ADAPTERS.values()
+        if a.signatures
+    )

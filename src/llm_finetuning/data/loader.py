@@ -1,8 +1,12 @@
 """Load one ``DatasetSpec`` as a ``datasets.Dataset``: a Hub dataset, a local file or folder, or generated rows.
 
-Local ``.jsonl`` / ``.json`` / ``.parquet`` / ``.csv`` files (or a folder of one kind of them) and Hub ids go
-through the same ``datasets.load_dataset`` call; ``synthetic:<name>`` runs an offline generator instead.
-Rows are shuffled with the seed and capped at ``max_samples``. Any failure a user can fix (no network, a
+Local ``.jsonl`` / ``.json`` / ``.parquet`` / ``.csv`` files (or a folder of one kind of them), local copies
+of Hub datasets (a folder whose README.md declares ``configs``) and Hub ids go through the same
+``datasets.load_dataset`` call; ``synthetic:<name>`` runs an offline generator instead. A list of subsets
+(``EleutherAI/hendrycks_math`` has one per subject and no default) is loaded subset by subset and
+concatenated. Rows are shuffled with the seed and capped at ``max_samples``. The format adapter then
+reports what it will change (DAPO's answer instruction), and datasets with a known trap say so
+(``qwedsacf/competition_math`` merges MATH's train and test). Any failure a user can fix (no network, a
 wrong name, split or path, an unreadable file) becomes a one-line ``DataError`` that names the dataset and
 the fix; without network the fix is a local file or the offline demo, ``configs/tiny.yaml``.
 
@@ -16,14 +20,17 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
 from ..config import DatasetSpec, SyntheticDataConfig
 from ..errors import DataError
+from .formats import ADAPTERS, detect_format
 from .synthetic import GENERATORS
 
 if TYPE_CHECKING:
     from datasets import Dataset
 
-__all__ = ["LOCAL_BUILDERS", "DatasetLoader"]
+__all__ = ["DATASET_NOTES", "LOCAL_BUILDERS", "DatasetLoader", "dataset_note"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +41,14 @@ LOCAL_BUILDERS = {
     ".csv": "csv",
 }  # suffix -> builder
 SYNTHETIC_PREFIX = "synthetic:"
+# Datasets whose name alone hides a trap; keyed by Hub id (a local copy is matched by its path's end).
+DATASET_NOTES = {
+    "qwedsacf/competition_math": (
+        "has only a train split, MATH's train and test problems merged: scores on it are not MATH test "
+        "scores and include problems a model may have trained on; evaluate on HuggingFaceH4/MATH-500 or "
+        "EleutherAI/hendrycks_math (split: test)"
+    ),
+}
 _OFFLINE_FIX = (
     "without network, point the dataset name at a local .jsonl/.json/.parquet/.csv file or folder, "
     "or run the offline demo with --config configs/tiny.yaml (synthetic:arithmetic)"
@@ -53,11 +68,20 @@ class DatasetLoader:
             raise DataError("dataset name is empty; set data.sft.name / data.grpo.name (see configs/)")
         if self.spec.name.startswith(SYNTHETIC_PREFIX):
             return self._generate()
+        note = dataset_note(self.spec.name)
+        if note:
+            logger.warning("%s %s", self.spec.name, note)
         dataset = self._read().shuffle(seed=self.seed)
         if self.spec.max_samples is not None:
             dataset = dataset.select(range(min(self.spec.max_samples, len(dataset))))
         logger.info("%s: loaded %d rows (columns %s)", self.spec.name, len(dataset), dataset.column_names)
-        return dataset.flatten_indices()  # one contiguous table: later maps and column reads stay fast
+        dataset = dataset.flatten_indices()  # one contiguous table: later maps and column reads stay fast
+        adapter = ADAPTERS.get(
+            self.spec.format if self.spec.format != "auto" else detect_format(dataset.column_names) or ""
+        )
+        if adapter is not None and adapter.report is not None and len(dataset):
+            adapter.report(dataset, self.spec)
+        return dataset
 
     def _generate(self) -> Dataset:
         """Generated rows; ``max_samples`` caps the training rows, the held-out rows are always all kept."""
@@ -80,15 +104,22 @@ class DatasetLoader:
         if "data_files" in kwargs and all(Path(f).stat().st_size == 0 for f in kwargs["data_files"]):
             # datasets raises a bare StopIteration on an empty file; say what is wrong instead
             raise DataError(f"{self.spec.name}: the file is empty; point data at a file with rows")
+        subsets = kwargs.pop("name", None)
         try:
-            return datasets.load_dataset(path, **kwargs)
+            if not isinstance(subsets, list):
+                return datasets.load_dataset(path, name=subsets, **kwargs)
+            parts = [datasets.load_dataset(path, name=subset, **kwargs) for subset in subsets]
+            return datasets.concatenate_datasets(parts)
         except (OSError, ValueError, datasets.exceptions.DatasetGenerationError) as exc:
             raise self._error(exc) from None
 
     def _source(self) -> tuple[str, dict[str, Any]]:
-        """``load_dataset`` arguments: a builder plus data files for local data, the Hub id otherwise."""
+        """``load_dataset`` arguments: a builder plus data files for local data, the Hub id (or a local
+        copy of a Hub dataset, with its subsets and splits) otherwise."""
         name = self.spec.name
         local = Path(name).expanduser()
+        if local.is_dir() and _declares_configs(local / "README.md"):
+            return str(local), {"name": self.spec.subset, "split": self.spec.split}
         if not local.exists():
             if local.suffix in LOCAL_BUILDERS or name.startswith(("/", "./", "../", "~")):
                 raise DataError(
@@ -105,18 +136,41 @@ class DatasetLoader:
                 f"{name}: a local dataset must be one kind of {', '.join(LOCAL_BUILDERS)} files (found {found}); "
                 "point the name at a single file or a folder of one kind"
             )
-        # A local file or folder is one table: spec.split and spec.subset apply to Hub datasets only.
+        # A local file or folder is one table: spec.split and spec.subset apply to Hub datasets (and copies).
         return builders.pop(), {"data_files": [str(p) for p in files], "split": "train"}
 
     def _error(self, exc: Exception) -> DataError:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         name = self.spec.name
-        if Path(name).expanduser().exists():
+        local_copy = _declares_configs(Path(name).expanduser() / "README.md")
+        if Path(name).expanduser().exists() and not local_copy:
             return DataError(
                 f"{name}: cannot read the file ({reason}); check it is valid {Path(name).suffix or 'data'}"
             )
-        if isinstance(exc, ValueError):
+        if isinstance(exc, ValueError) or local_copy:
             return DataError(
                 f"{name}: {reason}; check subset ({self.spec.subset}) and split ({self.spec.split})"
             )
         return DataError(f"cannot load dataset '{name}' from the Hugging Face Hub ({reason}); {_OFFLINE_FIX}")
+
+
+def dataset_note(name: str) -> str | None:
+    """What to know about the dataset ``name`` before scoring on it (``DATASET_NOTES``), or ``None``."""
+    for hub_id, note in DATASET_NOTES.items():
+        if name == hub_id or name.rstrip("/").endswith("/" + hub_id):
+            return note
+    return None
+
+
+def _declares_configs(readme: Path) -> bool:
+    """Whether ``readme`` is a Hub dataset card whose YAML header declares ``configs`` (a local copy)."""
+    if not readme.is_file():
+        return False
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    if not text.startswith("---"):
+        return False
+    try:
+        header = yaml.safe_load(text[3:].split("\n---", 1)[0])
+    except yaml.YAMLError:
+        return False
+    return isinstance(header, dict) and bool(header.get("configs"))

@@ -39,6 +39,9 @@ class Evaluator:
     def from_config(cls, config: PipelineConfig, problems: Any, judge: CompletionJudge,
                     computed_budget: int | None) -> Evaluator:
         """The run's evaluator: the first ``evaluation.num_samples`` problems, greedy plus ``sampled_k`` samples."""
+        from ..grading import start_worker
+
+        start_worker()  # the grader's symbolic worker starts now, not at the first comparison that needs it
         evaluation = config.evaluation
         budget = generation_budget(config, computed_budget)
         return cls(

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import PromptConfig
+from ..grading import extract_answer, grade
 from ..rewards import get_reward
-from ..rewards.math_grading import extract_answer, grade
 
 
 @dataclass

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..generation import Completion
-from ..rewards.math_grading import warm_up
 from .judge import CompletionJudge
 
 BREAKDOWN_COLUMNS = ("subject", "level")  # metadata the data layer keeps (MATH: subject/type, level)
@@ -33,9 +32,6 @@ def score_problems(
     judge: CompletionJudge, problems: Any, groups: Sequence[Sequence[Completion]]
 ) -> list[dict[str, Any]]:
     """One row per problem (rows with a conversation ``prompt`` and a string ``answer``): its completions judged."""
-    # A symbolic comparison that finds the sympy worker still starting counts as "not equal": wait for it
-    # (seconds, once per process) so the first problems are judged like the rest.
-    warm_up()
     metadata = [column for column in BREAKDOWN_COLUMNS if column in _columns(problems)]
     return [
         _score_problem(judge, index, row, group, metadata)

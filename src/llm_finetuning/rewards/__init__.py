@@ -5,11 +5,12 @@
 [3.0]
 
 Every reward follows TRL's calling convention, returns one float (or ``None``) per completion, never
-raises, and is picklable; see ``_common.py`` for the contract and ``registry.py`` for the names.
-Importing this package does not import the math grader; the answer rewards load it on first use.
+raises, and is picklable; see ``base.py`` for the contract, ``text.py`` for the completion helpers
+and ``registry.py`` for the names. The answer rewards grade with ``llm_finetuning.grading``, whose
+sympy worker starts when ``build_rewards`` builds a reward that needs it.
 """
 
-from ._common import Reward, RewardParamError
+from .base import Reward, RewardParamError
 from .registry import (
     REWARDS,
     UnknownRewardError,

@@ -1,9 +1,9 @@
 """Answer rewards: is the completion's answer right? All read the dataset's ``answer`` column and give
 ``None`` (does not apply) when it is missing.
 
-``check_answer`` and ``check_numbers`` are the seed's graded string/number checks (Unsloth's recipe);
-``accuracy``, ``cosine`` and ``r1_zero`` ask the shared math grader (``math_grading``), the same one
-evaluation uses, so the number GRPO optimises is the number we report.
+``check_answer`` and ``check_numbers`` are the Unsloth Qwen3 GRPO notebook's graded string/number
+checks; ``accuracy``, ``cosine`` and ``r1_zero`` ask the shared math grader (``llm_finetuning.grading``),
+the same one evaluation uses, so the number GRPO optimises is the number we report.
 
 Preset ``unsloth_qwen3_notebook``: the scores of Unsloth's Qwen3 (4B) GRPO notebook
 (``unslothai/notebooks``, ``nb/Qwen3_(4B)-GRPO.ipynb``, read from a public export of it): check_answer
@@ -19,8 +19,11 @@ import dataclasses
 import math
 from typing import Any, ClassVar
 
-from ._common import DEFAULT_EOS_TEXTS, Reward, first_number, gold_candidates, gold_text, grader, parse_float
+from .. import grading
+from ..grading.extract import first_number, parse_number
+from .base import Reward
 from .format_rewards import exact_solution
+from .text import DEFAULT_EOS_TEXTS, gold_candidates, gold_text
 
 UNSLOTH = "unsloth_qwen3_notebook"
 
@@ -32,10 +35,10 @@ def _tags_required(reward: Reward, *tags: str) -> None:
 
 @dataclasses.dataclass
 class CheckAnswer(Reward):
-    """Grade the answer between the solution tags (exact seed format, as Unsloth's ``match_format``):
+    """Grade the answer between the solution tags (the notebook's exact format, as its ``match_format``):
     ``no_answer`` if there is none, ``exact`` if it equals the gold string, ``stripped`` if equal after
     stripping whitespace, ``close``/``near`` if answer/gold is within ``close_ratio``/``near_ratio`` of 1,
-    ``wrong`` for another number, ``not_numeric`` when either is not a number. Seed range −2.0 … +5.0.
+    ``wrong`` for another number, ``not_numeric`` when either is not a number. Range −2.0 … +5.0.
 
     >>> reward = CheckAnswer()
     >>> done = "<end_working_out><SOLUTION>{}</SOLUTION>"
@@ -107,7 +110,7 @@ class CheckAnswer(Reward):
 class CheckNumbers(Reward):
     """The first number after the solution start tag (thousands separators removed) against the gold
     answer as a number: ``correct`` if equal, ``wrong`` if not, ``no_number`` if there is none,
-    ``gold_not_numeric`` when the gold answer is not a number. Seed range −1.5 … +3.0.
+    ``gold_not_numeric`` when the gold answer is not a number. Range −1.5 … +3.0.
 
     >>> reward = CheckNumbers()
     >>> reward(completions=["<SOLUTION>1,234</SOLUTION>", "<SOLUTION>x = 12</SOLUTION>", "<SOLUTION>?"],
@@ -133,7 +136,7 @@ class CheckNumbers(Reward):
         guess = first_number(text, start + len(self.solution_start)) if start >= 0 else None
         if guess is None:
             return self.no_number
-        target = parse_float(gold_text(gold))
+        target = parse_number(gold_text(gold))
         if target is None:
             return self.gold_not_numeric
         return self.correct if guess == target else self.wrong
@@ -154,6 +157,7 @@ class Accuracy(Reward):
 
     name = "accuracy"
     needs_answer = True
+    uses_grader = True
 
     solution_start: str = "<SOLUTION>"
     solution_end: str = "</SOLUTION>"
@@ -175,9 +179,8 @@ class Accuracy(Reward):
 
 
 def _graded_correct(text: str, gold: Any, solution_start: str, solution_end: str) -> bool:
-    grade = grader().grade
     tags = {"solution_start": solution_start, "solution_end": solution_end}
-    return any(grade(text, candidate, **tags) for candidate in gold_candidates(gold))
+    return any(grading.grade(text, candidate, **tags) for candidate in gold_candidates(gold))
 
 
 @dataclasses.dataclass
@@ -196,6 +199,7 @@ class Cosine(Reward):
 
     name = "cosine"
     needs_answer = True
+    uses_grader = True
 
     solution_start: str = "<SOLUTION>"
     solution_end: str = "</SOLUTION>"
@@ -235,8 +239,8 @@ class Cosine(Reward):
 @dataclasses.dataclass
 class R1Zero(Reward):
     """Dr. GRPO's ``r1_zero_reward_fn`` (sail-sg/understand-r1-zero): the completion must contain
-    ``</think> <answer>`` and ``</answer>``; the answer is the text after the last ``<answer>`` (its
-    last ``\\boxed{}`` if it has one). 1.0 for the right format and a right answer, ``format_weight``
+    ``</think> <answer>`` and ``</answer>``; the answer is the text after the last ``<answer>``, read
+    as the grader reads any answer slot (its last ``\\boxed{}`` if it has one). 1.0 for the right format and a right answer, ``format_weight``
     for the right format only (0 in the original, which gives no format credit so it cannot be
     hacked), 0 otherwise. Range 0 … +1.0.
 
@@ -248,6 +252,7 @@ class R1Zero(Reward):
 
     name = "r1_zero"
     needs_answer = True
+    uses_grader = True
 
     format_weight: float = 0.0
     timeout: float = 1.0
@@ -260,12 +265,7 @@ class R1Zero(Reward):
         if "</think> <answer>" not in text or "</answer>" not in text:
             return 0.0
         answer = text[text.rfind("<answer>") + len("<answer>") :].replace("</answer>", "")
-        if "\\boxed" in answer:
-            answer = grader().extract_answer(answer)
-            if answer is None:
-                return self.format_weight
-        is_equivalent = grader().is_equivalent
-        correct = any(is_equivalent(answer, c, timeout=self.timeout) for c in gold_candidates(gold))
+        correct = any(grading.is_equivalent(answer, c, timeout=self.timeout) for c in gold_candidates(gold))
         return 1.0 if correct else self.format_weight
 
     def bounds(self) -> tuple[float, float]:

@@ -1,7 +1,6 @@
 """Format rewards: does the completion have the layout the prompt asked for?
 
-``match_format_exactly`` and ``match_format_approximately`` are the seed's (Unsloth's Qwen3 GRPO
-recipe) for ``…<end_working_out><SOLUTION>…</SOLUTION>``; ``format`` is the DeepSeek-R1-Zero tutorial's
+``match_format_exactly`` and ``match_format_approximately`` are the Unsloth Qwen3 GRPO notebook's for ``…<end_working_out><SOLUTION>…</SOLUTION>``; ``format`` is the DeepSeek-R1-Zero tutorial's
 ``<think>…</think><answer>…</answer>`` check. The chat template prefills the opening reasoning tag,
 so no reward here asks for it. All parsing is ``str.find`` based and linear in the completion length.
 """
@@ -11,13 +10,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ._common import DEFAULT_EOS_TEXTS, Reward, only_whitespace_or_eos, strip_trailing_eos
+from .base import Reward
+from .text import DEFAULT_EOS_TEXTS, only_whitespace_or_eos, strip_trailing_eos
 
 
 def exact_solution(
     text: str, reasoning_end: str, solution_start: str, solution_end: str, eos_texts: tuple[str, ...]
 ) -> str | None:
-    """The answer of a completion in the exact seed format, or ``None`` if the format is off.
+    """The answer of a completion in the exact notebook format, or ``None`` if the format is off.
 
     Exact format: the reasoning end tag, later a solution start tag, a non-blank answer up to the
     first solution end tag, then only whitespace and end-of-sequence markers. (Unsloth's regex ends in
@@ -45,7 +45,7 @@ def exact_solution(
 @dataclasses.dataclass
 class MatchFormatExactly(Reward):
     """``score`` when the completion is ``…<end_working_out><SOLUTION>answer</SOLUTION>`` and nothing
-    after it but whitespace or an end-of-sequence marker; else 0. Seed range 0 … +3.0.
+    after it but whitespace or an end-of-sequence marker; else 0. Range 0 … +3.0.
 
     >>> reward = MatchFormatExactly()
     >>> reward(completions=["Think.<end_working_out><SOLUTION>4</SOLUTION>",
@@ -79,7 +79,7 @@ class MatchFormatExactly(Reward):
 @dataclasses.dataclass
 class MatchFormatApproximately(Reward):
     """For each of the reasoning end, solution start and solution end tags: ``once`` if it appears
-    exactly once, else ``not_once``. Seed range −3.0 … +1.5.
+    exactly once, else ``not_once``. Range −3.0 … +1.5.
 
     >>> reward = MatchFormatApproximately()
     >>> reward(completions=["a<end_working_out><SOLUTION>4</SOLUTION>",

@@ -1,4 +1,4 @@
-"""Style rewards from the DeepSeek-R1-Zero tutorial (seed 000): step-by-step reasoning and no repetition.
+"""Style rewards from the DeepSeek-R1-Zero tutorial: step-by-step reasoning and no repetition.
 
 Neither needs the gold answer. Both are linear in the completion length.
 """
@@ -9,7 +9,7 @@ import dataclasses
 import re
 from typing import Any
 
-from ._common import Reward
+from .base import Reward
 
 DEFAULT_STEP_MARKERS = ("\n-", "\n*", "First,", "Second,", "Next,", "Finally,")
 

@@ -1,7 +1,8 @@
 """The reward registry: one dict from name to reward class, and the functions that build from it.
 
-``build_rewards(config.rewards, config.prompt)`` gives TRL its ``reward_funcs`` and ``reward_weights``;
-``validate_reward_specs`` lets config loading reject a bad name or parameter before any model loads.
+``build_rewards(config.rewards, config.prompt)`` gives TRL its ``reward_funcs`` and ``reward_weights``
+(and starts the grader's worker when a reward needs it); ``validate_reward_specs`` lets config loading
+reject a bad name or parameter before any model loads.
 The prompt config's tags (``reasoning_start``, ``reasoning_end``, ``solution_start``,
 ``solution_end``) are passed to every reward that has a parameter of that name; a reward's own
 ``params`` override them.
@@ -18,8 +19,9 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._common import Reward, RewardParamError, closest
+from .. import grading
 from .answer_rewards import Accuracy, CheckAnswer, CheckNumbers, Cosine, R1Zero
+from .base import Reward, RewardParamError, did_you_mean
 from .format_rewards import MatchFormatApproximately, MatchFormatExactly, ThinkAnswerFormat
 from .other_rewards import ReasoningSteps, RepetitionPenalty
 from .xml_rewards import Correctness, IntAnswer, SoftFormat, StrictFormat, XmlCount
@@ -27,24 +29,24 @@ from .xml_rewards import Correctness, IntAnswer, SoftFormat, StrictFormat, XmlCo
 REWARDS: dict[str, type[Reward]] = {
     cls.name: cls
     for cls in (
-        # seed 004: Unsloth's four graded rewards (the default set)
+        # the Unsloth Qwen3 GRPO notebook's four graded rewards (the default set)
         MatchFormatExactly,
         MatchFormatApproximately,
         CheckAnswer,
         CheckNumbers,
-        # seed 000: the DeepSeek-R1-Zero tutorial's five
+        # the DeepSeek-R1-Zero tutorial's five
         Accuracy,
         ThinkAnswerFormat,
         ReasoningSteps,
         Cosine,
         RepetitionPenalty,
-        # seeds 002/003: GSM8K XML rewards
+        # the GSM8K XML rewards (willccbb's GRPO gist)
         Correctness,
         IntAnswer,
         StrictFormat,
         SoftFormat,
         XmlCount,
-        # seed 001: Dr. GRPO's r1_zero reward
+        # Dr. GRPO's r1_zero reward
         R1Zero,
     )
 }
@@ -65,7 +67,7 @@ def reward_class(name: str) -> type[Reward]:
     """The class registered as ``name``; ``UnknownRewardError`` listing the valid names otherwise."""
     if not isinstance(name, str) or name not in REWARDS:
         raise UnknownRewardError(
-            f"unknown reward {name!r}{closest(str(name), REWARDS)}; valid rewards: {', '.join(available_rewards())}"
+            f"unknown reward {name!r}{did_you_mean(str(name), REWARDS)}; valid rewards: {', '.join(available_rewards())}"
         )
     return REWARDS[name]
 
@@ -75,11 +77,14 @@ def get_reward(name: str, **params: Any) -> Reward:
     return reward_class(name).from_params(**params)
 
 
-def build_rewards(reward_config: Any, prompt_config: Any = None) -> tuple[list[Reward], list[float]]:
+def build_rewards(
+    reward_config: Any, prompt_config: Any = None, start_grader: bool = True
+) -> tuple[list[Reward], list[float]]:
     """Build the configured rewards and their weights, with tags taken from ``prompt_config``.
 
     ``reward_config`` is a ``RewardConfig`` (anything with ``.rewards``) or a list of ``RewardSpec``
-    or of mappings with ``name``, ``weight`` and ``params``.
+    or of mappings with ``name``, ``weight`` and ``params``. When a reward asks the math grader, its
+    sympy worker starts now, in the background, so the first comparison that needs it finds it ready.
     """
     specs = _specs(reward_config)
     _check_unique(specs)
@@ -90,12 +95,15 @@ def build_rewards(reward_config: Any, prompt_config: Any = None) -> tuple[list[R
         from_prompt = {tag: value for tag, value in tags.items() if tag in cls.param_names()}
         funcs.append(cls.from_params(**{**from_prompt, **params}))
         weights.append(weight)
+    if start_grader and any(func.uses_grader for func in funcs):
+        grading.start_worker()  # sympy imports in the background while the model loads
     return funcs, weights
 
 
 def validate_reward_specs(specs: Any) -> None:
-    """Reject unknown names, duplicate names, bad weights and bad parameters (cheap: builds no model)."""
-    build_rewards(specs)
+    """Reject unknown names, duplicate names, bad weights and bad parameters (cheap: builds no model
+    and starts no grader worker)."""
+    build_rewards(specs, start_grader=False)
 
 
 def _specs(reward_config: Any) -> list[tuple[str, float, dict[str, Any]]]:

@@ -1,10 +1,10 @@
-"""GSM8K XML rewards (seeds 002/003, willccbb's GRPO gist) for
+"""The GSM8K XML rewards (willccbb's GRPO gist) for
 ``<reasoning>\\n…\\n</reasoning>\\n<answer>\\n…\\n</answer>\\n``.
 
 Deliberate fixes to the gist, each noted where it applies: its format regexes lack ``re.DOTALL`` and
 so never match multi-line reasoning; without an ``<answer>`` tag it graded the whole completion as
 the answer; its trailing-text penalty was unbounded. Tag names (``reasoning_tag``, ``answer_tag``)
-are parameters; they are not the prompt config's tags, which belong to the seed format.
+are parameters; they are not the prompt config's tags, which belong to the notebook format.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ._common import DEFAULT_EOS_TEXTS, Reward, gold_candidates, strip_trailing_eos
+from .base import Reward
+from .text import DEFAULT_EOS_TEXTS, gold_candidates, strip_trailing_eos
 
 
 def xml_answer(text: str, answer_tag: str = "answer") -> str | None:
@@ -45,8 +46,8 @@ class _XmlReward(Reward):
 
 @dataclasses.dataclass
 class Correctness(_XmlReward):
-    """``score`` when the ``<answer>`` content equals the gold answer as a string, else 0 (seed 003:
-    2.0; seed 002 used 1.0: set ``score: 1.0``). Range 0 … +2.0.
+    """``score`` when the ``<answer>`` content equals the gold answer as a string, else 0 (the gist:
+    2.0; some copies of it use 1.0: set ``score: 1.0``). Range 0 … +2.0.
 
     >>> Correctness()(completions=["<answer>\\n72\\n</answer>", "<answer>70</answer>", "72"],
     ...               answer=["72", "72", "72"])

@@ -7,8 +7,8 @@
 From Python:
 
     >>> from llm_finetuning.infer import load_trained                              # doctest: +SKIP
-    >>> model = load_trained("configs/tiny.yaml")           # the GRPO adapter, else sft/final
-    >>> reasoning, answer = model.solve("What is 15 + 23?")
+    >>> model = load_trained("configs/tiny.yaml")  # the GRPO adapter, else sft/final  # doctest: +SKIP
+    >>> reasoning, answer = model.solve("What is 15 + 23?")                        # doctest: +SKIP
 
 Generation is greedy through the one generation function, with the question phrased as in training (the
 config's system prompt, then the user turn); the reasoning is the text before the reasoning end tag and the

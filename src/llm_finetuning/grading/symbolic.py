@@ -3,17 +3,25 @@
 sympy can run for minutes (or forever) on innocent-looking input, and no Python-level timeout can
 stop it: ``signal.alarm`` only works in the main thread, and ``Pool.get(timeout=…)`` leaves the
 stuck worker running so every later call times out too. So one persistent worker process does the
-sympy work; a call that overruns kills it and starts a replacement at once, so the next call finds a
-fresh worker. A module-level lock serialises calls, which makes this safe from worker threads; the
-process handle lives only in this module, so rewards that use it stay picklable.
+sympy work; a call that overruns kills it and starts a replacement at once (and, from then on, keeps
+a warm spare), so the next call finds a fresh worker. A module-level lock serialises calls, which
+makes this safe from worker threads; the process handle lives only in this module, so rewards that
+use it stay picklable.
 
-The worker is this file run as a script (``python math_symbolic.py --serve``) talking JSON lines over
-its stdin/stdout, not a ``multiprocessing`` spawn/forkserver child: those re-import the caller's
+No verdict depends on timing: a call that finds the worker still starting (importing sympy takes
+seconds, once per process) waits for it, up to ``STARTUP_TIMEOUT_S``, and its ``timeout`` counts from
+the moment the worker is ready. ``start()`` begins that start in the background; graders call it
+when they are built.
+
+The worker is this file run as a script (``python symbolic.py --serve``) talking JSON lines over its
+stdin/stdout, not a ``multiprocessing`` spawn/forkserver child: those re-import the caller's
 ``__main__`` in the child, so a training script without an ``if __name__ == "__main__"`` guard would
 run again inside the grader. The script needs only sympy and the standard library.
 
-``equal(a, b, timeout)`` takes two ``math_expr.to_python`` strings and returns True, False, or None
-when sympy could not decide in time. Try ``python -m llm_finetuning.rewards.math_symbolic``.
+``SAFE_NAMES`` is the grader's one list of the sympy names an expression may use: ``expr.to_python``
+emits nothing else, and the worker refuses anything else before ``parse_expr`` (which calls ``eval``).
+``equal(a, b, timeout)`` takes two ``expr.to_python`` strings and returns True, False, or None when
+sympy could not decide in time. Try ``python -m llm_finetuning.grading.symbolic``.
 """
 
 from __future__ import annotations
@@ -28,13 +36,13 @@ import threading
 import time
 from typing import Any
 
-STARTUP_TIMEOUT_S = 60.0  # the most ``start(wait=True)`` waits for sympy's import
+STARTUP_TIMEOUT_S = 60.0  # the most a call waits for a worker still importing sympy (not a verdict bound)
+SAFE_NAMES = frozenset({
+    "pi", "oo", "E", "I", "sqrt", "root", "factorial", "binomial", "Abs", "sin", "cos", "tan", "sec",
+    "csc", "cot", "asin", "acos", "atan", "asec", "acsc", "acot", "sinh", "cosh", "tanh", "log", "exp",
+})  # fmt: skip
 _SAFE = re.compile(r"^[\w\s+\-*/(),.]*$")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-NAMES = {
-    "pi", "oo", "E", "I", "sqrt", "root", "factorial", "binomial", "Abs", "sin", "cos", "tan", "sec",
-    "csc", "cot", "asin", "acos", "atan", "sinh", "cosh", "tanh", "log", "exp",
-}  # fmt: skip
 
 _lock = threading.Lock()
 _worker: subprocess.Popen | None = None  # the process answering requests
@@ -45,14 +53,17 @@ _ready: set[int] = set()  # pids that have said "ready"
 def equal(a: str, b: str, timeout: float = 1.0, relation: str = "equal") -> bool | None:
     """Whether sympy proves the expressions ``a`` and ``b`` equal (``relation="equal"``) or the
     equations ``a = 0`` and ``b = 0`` the same (``relation="proportional"``); None when that is not
-    known within ``timeout`` seconds, counting any wait for the lock or for a worker still starting."""
-    deadline = time.monotonic() + timeout
-    if not _lock.acquire(timeout=timeout):
+    known within ``timeout`` seconds (counting any wait for the lock, not the worker's start)."""
+    called = time.monotonic()
+    waiting = timeout if _is_ready() else timeout + STARTUP_TIMEOUT_S
+    if not _lock.acquire(timeout=waiting):
         return None
     try:
-        worker = _ready_worker(deadline)
+        was_ready = _is_ready()
+        worker = _ready_worker(time.monotonic() + STARTUP_TIMEOUT_S)
         if worker is None:
-            return None  # still importing sympy: unknown, and left to finish starting
+            return None  # sympy did not import within STARTUP_TIMEOUT_S: a broken install, not a verdict
+        deadline = (called if was_ready else time.monotonic()) + timeout
         worker.stdin.write(json.dumps([relation, a, b]) + "\n")
         worker.stdin.flush()
         if select.select([worker.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
@@ -69,16 +80,28 @@ def equal(a: str, b: str, timeout: float = 1.0, relation: str = "equal") -> bool
 
 
 def start(wait: bool = False) -> None:
-    """Start the worker if none is running (returns at once), or with ``wait`` until it is ready:
-    the first comparison otherwise has to wait for sympy's import (seconds, once per process)."""
+    """Start the worker if none is running and return at once; with ``wait``, also wait until it is
+    ready (at most ``STARTUP_TIMEOUT_S``)."""
+    if not wait:
+        if _worker is None and _lock.acquire(blocking=False):  # busy lock: a call is using the worker
+            try:
+                if _worker is None:
+                    _replace_worker()
+            finally:
+                _lock.release()
+        return
     with _lock:
-        _ready_worker(time.monotonic() + (STARTUP_TIMEOUT_S if wait else 0.0))
+        _ready_worker(time.monotonic() + STARTUP_TIMEOUT_S)
+
+
+def _is_ready() -> bool:
+    worker = _worker
+    return worker is not None and worker.pid in _ready and worker.poll() is None
 
 
 def _ready_worker(deadline: float) -> subprocess.Popen | None:
-    """The running worker once it has said "ready" (None if it has not by ``deadline``); starts
-    the worker if needed, and the spare once the worker is ready."""
-    global _spare
+    """The running worker once it has said "ready" (None if it has not by ``deadline``); starts the
+    worker if needed."""
     if _worker is None or _worker.poll() is not None:
         _replace_worker()
     if _worker.pid not in _ready:
@@ -87,19 +110,22 @@ def _ready_worker(deadline: float) -> subprocess.Popen | None:
         if _worker.stdout.readline().strip() != "ready":
             raise OSError("the sympy worker did not start")
         _ready.add(_worker.pid)
-    if _spare is None:  # started only now, so it does not slow the first worker's start
-        _spare = _start()
     return _worker
 
 
 def _replace_worker() -> None:
-    """Kill the current worker (stuck or dead), promote the spare and start a new spare."""
+    """Start the first worker; or kill the current one (stuck or dead), promote the spare and start a
+    new spare. The spare exists only after a first replacement, so a cold start imports sympy once."""
     global _worker, _spare
+    replacing = _worker is not None
     _kill(_worker)
     if _spare is not None and _spare.poll() is not None:
         _kill(_spare)
         _spare = None
-    _worker, _spare = (_spare, _start()) if _spare is not None else (_start(), None)
+    if _spare is not None:
+        _worker, _spare = _spare, _start()
+    else:
+        _worker, _spare = _start(), (_start() if replacing else None)
 
 
 def _start() -> subprocess.Popen:
@@ -138,7 +164,7 @@ def started() -> bool:
 
 
 def worker_pid() -> int | None:
-    """The worker's process id, or None before the first symbolic comparison (for tests)."""
+    """The worker's process id, or None before the worker was first started (for tests)."""
     return _worker.pid if _worker is not None else None
 
 
@@ -174,15 +200,15 @@ def _compare(relation: str, a: str, b: str) -> bool:
 
 
 def _parse(expression: str) -> Any:
-    """Parse a ``math_expr.to_python`` string; anything but its closed vocabulary is refused, so
+    """Parse an ``expr.to_python`` string; anything but its closed vocabulary is refused, so
     ``parse_expr``'s ``eval`` only ever sees arithmetic."""
     import sympy
     from sympy.parsing.sympy_parser import parse_expr
 
     names = set(_IDENTIFIER.findall(expression))
-    if not _SAFE.match(expression) or any(n not in NAMES and not n.startswith("v_") for n in names):
+    if not _SAFE.match(expression) or any(n not in SAFE_NAMES and not n.startswith("v_") for n in names):
         raise ValueError("outside the expression vocabulary")
-    local = {name: getattr(sympy, name) for name in NAMES}
+    local = {name: getattr(sympy, name) for name in SAFE_NAMES}
     local.update({n: sympy.Symbol(n) for n in names if n.startswith("v_")})
     return parse_expr(expression, local_dict=local, global_dict={"Integer": sympy.Integer})
 

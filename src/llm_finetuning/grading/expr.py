@@ -2,21 +2,21 @@
 
 ``to_python`` translates a small, closed subset of LaTeX into a Python/sympy expression string
 (``\\frac{a}{b}`` → ``((a)/(b))``, ``2x`` → ``2*v_x``, ``\\sqrt[3]{x}`` → ``root(v_x,3)``, ``5!`` →
-``factorial(5)``); anything outside the subset gives ``None``. The output only ever holds numbers,
-operators, brackets, commas, the names in ``NAMES`` and ``v_<letters>`` variables, so handing it to
-sympy's ``parse_expr`` (which calls ``eval``) is safe even for hostile model output.
+``factorial(5)``, ``\\cos 2x`` → ``cos(2*v_x)``); anything outside the subset gives ``None``. The
+output only ever holds numbers, operators, brackets, commas, the names in ``symbolic.SAFE_NAMES`` and
+``v_<letters>`` variables, so handing it to sympy's ``parse_expr`` (which calls ``eval``) is safe even
+for hostile model output.
 
 ``exact_value`` then evaluates the expression with ``fractions.Fraction`` when it is plain rational
 arithmetic (integers, decimals, fractions, powers, factorials): microseconds, and exact, so
 ``2^{100}`` written out matches while ``1.0001`` never matches ``1``. Powers, factorials and binomials
 past ``MAX_BITS`` are refused, so ``9^{9^{9^9}}`` or ``1000000!`` cost nothing. ``too_big_for_sympy``
-is the matching guard before symbolic comparison.
+is the matching guard before numeric or symbolic comparison.
 """
 
 from __future__ import annotations
 
 import ast
-import cmath
 import math
 import re
 from fractions import Fraction
@@ -30,16 +30,19 @@ MAX_SCIENTIFIC_EXPONENT = 1_000  # 1e999999 would build a million-digit integer
 
 FUNCTIONS = {
     "sin": "sin", "cos": "cos", "tan": "tan", "sec": "sec", "csc": "csc", "cot": "cot",
-    "arcsin": "asin", "arccos": "acos", "arctan": "atan", "sinh": "sinh", "cosh": "cosh",
-    "tanh": "tanh", "ln": "log", "log": "log", "exp": "exp",
+    "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsec": "asec", "arccsc": "acsc",
+    "arccot": "acot", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "ln": "log", "log": "log",
+    "exp": "exp",
 }  # fmt: skip
 CONSTANTS = {"pi": "pi", "infty": "oo", "infinity": "oo", "e": "E", "i": "I"}
+CALLS = ("sqrt", "root", "factorial", "binomial", "Abs")  # emitted for \sqrt, \sqrt[n], !, \binom, |x|
 GREEK = {
     "alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta",
     "kappa", "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "phi", "varphi", "chi", "psi", "omega",
     "Gamma", "Delta", "Theta", "Lambda", "Sigma", "Phi", "Psi", "Omega",
 }  # fmt: skip
-NAMES = {"pi", "oo", "E", "I", "sqrt", "root", "factorial", "binomial", "Abs", *FUNCTIONS.values()}
+# Every name to_python can emit; tests pin it equal to symbolic.SAFE_NAMES, the one safelist.
+EMITTED_NAMES = frozenset({*FUNCTIONS.values(), *CONSTANTS.values(), *CALLS})
 
 # Known commands first, longest first, so that "\\pir" (spaces removed from "\\pi r") reads as \\pi, r.
 _KNOWN_COMMANDS = sorted(
@@ -196,9 +199,27 @@ class _Parser:
         if self.peek() == "^":
             self.take()
             power = self.group(depth)
-        argument = self.postfix(self.atom(depth), depth)
+        argument = self.argument(depth)
         call = f"{name}({argument},{base})" if base else f"{name}({argument})"
         return f"{call}**({power})" if power else call
+
+    def argument(self, depth: int) -> str:
+        """A function's argument: a bracketed group, or the juxtaposed factors that follow
+        (``\\cos 2x`` is ``cos(2x)``; ``\\sin x \\cos x`` stops at the next function)."""
+        opening = self.peek()
+        factors = [self.postfix(self.atom(depth), depth)]
+        if opening in ("(", "[", "{", "|"):
+            return factors[0]
+        while self.at < len(self.tokens) and self._is_factor(self.tokens[self.at]):
+            factors.append(self.postfix(self.atom(depth), depth))
+        return "*".join(factors)
+
+    @staticmethod
+    def _is_factor(token: tuple[str, str]) -> bool:
+        kind, text = token
+        if kind == "num" or (kind == "char" and text.isalpha()):
+            return True
+        return kind == "cmd" and (text[1:] in CONSTANTS or text[1:] in GREEK)
 
     def mixed_number(self, whole: str, depth: int) -> str:
         self.take()  # \frac
@@ -328,18 +349,6 @@ def too_big_for_sympy(expression: str) -> bool:
     return False
 
 
-_PROBE_POINTS = (0.7310585786, 1.4142135623 + 0.5j)  # where variables are evaluated; arbitrary
-_PROBE_FUNCTIONS = {
-    "sqrt": cmath.sqrt, "exp": cmath.exp, "sin": cmath.sin, "cos": cmath.cos, "tan": cmath.tan,
-    "asin": cmath.asin, "acos": cmath.acos, "atan": cmath.atan, "sinh": cmath.sinh, "cosh": cmath.cosh,
-    "tanh": cmath.tanh, "Abs": abs, "sec": lambda x: 1 / cmath.cos(x), "csc": lambda x: 1 / cmath.sin(x),
-    "cot": lambda x: 1 / cmath.tan(x), "root": lambda x, n: x ** (1 / n),
-    "log": lambda x, b=None: cmath.log(x) / (cmath.log(b) if b is not None else 1),
-    "factorial": lambda x: math.gamma(x.real + 1), "binomial": lambda n, k: math.comb(int(n.real), int(k.real)),
-}  # fmt: skip
-_PROBE_CONSTANTS = {"pi": math.pi, "E": math.e, "I": 1j}
-
-
 def _inner_degree(node: ast.AST) -> Fraction:
     """The largest product of literal exponents along nested powers inside ``node`` (1 if none)."""
     best = Fraction(1)
@@ -351,47 +360,3 @@ def _inner_degree(node: ast.AST) -> Fraction:
         else:
             best = max(best, _inner_degree(child))
     return best
-
-
-def could_be_equal(left: str, right: str) -> bool:
-    """False only when floating-point evaluation shows the two expressions clearly differ (at the
-    probe points, for expressions with variables); the cheap filter before asking sympy."""
-    for point in _PROBE_POINTS:
-        a, b = _approximate(left, point), _approximate(right, point)
-        if a is None or b is None:
-            return True
-        if abs(a - b) > 1e-9 * max(1.0, abs(a), abs(b)):
-            return False
-    return True
-
-
-def _approximate(expression: str, point: complex) -> complex | None:
-    try:
-        value = complex(_probe(ast.parse(expression, mode="eval").body, point))
-    except Exception:  # noqa: BLE001  (overflow, domain errors, unsupported nodes: no verdict)
-        return None
-    return value if cmath.isfinite(value) else None
-
-
-def _probe(node: ast.AST, point: complex) -> complex:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return complex(node.value)
-    if isinstance(node, ast.Name):
-        if node.id.startswith("v_"):
-            return complex(point) * (
-                1 + 0.1 * (sum(map(ord, node.id)) % 7)
-            )  # distinct values for distinct variables
-        return complex(_PROBE_CONSTANTS[node.id])
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _probe(node.operand, point)
-        return -value if isinstance(node.op, ast.USub) else value
-    if isinstance(node, ast.BinOp):
-        left, right = _probe(node.left, point), _probe(node.right, point)
-        if isinstance(node.op, ast.Pow) and abs(right) > 1e4:
-            raise OverflowError("probe exponent")
-        operations = {ast.Add: complex.__add__, ast.Sub: complex.__sub__, ast.Mult: complex.__mul__,
-                      ast.Div: complex.__truediv__, ast.Pow: complex.__pow__}  # fmt: skip
-        return operations[type(node.op)](left, right)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        return complex(_PROBE_FUNCTIONS[node.func.id](*[_probe(a, point) for a in node.args]))
-    raise ValueError(type(node).__name__)

@@ -1,0 +1,282 @@
+"""Equality of two normalised answers: structure first, then each element by value.
+
+An answer is read as one of (``parse``):
+
+* a list of solutions (``1, 2``, ``x=1 \\text{ or } x=-1``, ``\\{1, 2\\}``, ``1 \\pm \\sqrt2``, a union
+  ``A \\cup B``) — compared as a multiset: order free, nothing missing, nothing extra;
+* a bracketed sequence (tuple, vector, interval, matrix row; ``,`` or ``;`` between items) — same
+  brackets, same length, equal element by element, in order; a relation in one variable is an
+  interval or a union of them (``relations``); a ratio ``3:7`` is a sequence too, and a two-term ratio
+  also equals the fraction it makes;
+* an equation or chain ``a = b = c`` — two equations match side by side or up to a constant factor.
+  A chain whose leading sides are labels (``PQ``, ``(a,b)``, ``|CD|``, ``S_1:S_2``, ``f(2)``) or
+  constants (``3^2``) stands for its last side when compared with a non-equation. On the gold side
+  only simple labels count, so a gold equation ``x + y = 5`` is not read as ``5``; on the answer side
+  any expression without numbers may label (``a + b = 7`` answers a gold ``7``);
+* a scalar — equal as text, else by exact value (``expr``: Fractions, microseconds), else by a
+  floating-point verdict (``numeric``), else by sympy in a killable worker (``symbolic``) under the
+  caller's time limit, behind guards against huge powers and factorials.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import expr, numeric, relations, symbolic
+from .normalize import strip_variable
+
+MAX_ELEMENTS = 64  # longer lists are compared as text only
+_MATRIX = re.compile(r"^[(\[]?\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}[)\]]?$")
+_CHOICE = re.compile(r"^\(([A-Ea-e])\)$|^([A-E])$")
+_WORD = re.compile(r"[A-Za-z ]*[A-Za-z]{4}[A-Za-z ]*")
+_SEPARATORS = (",", ";", "\\cup")
+_NAME = (
+    r"(?:m?\\(?:angle|overline|triangle|widehat))?\{?(?:[A-Za-z]{1,4}|\\[a-zA-Z]+)(?:_\{?\w{1,3}\}?)?'?\}?"
+)
+_SIMPLE_LABEL = re.compile(  # x_1, PQ, \angle ABC, \sin\theta, (a,b), S_1:S_2, |CD|, f(2), g(f(3))
+    rf"^(?:{_NAME}|\\[a-z]+(?:\^\{{?-?\d\}}?)?{_NAME}|\({_NAME}(?:,{_NAME})+\)|{_NAME}(?::{_NAME})+"
+    rf"|\|{_NAME}\||[A-Za-z]\((?:[^()=]|\([^()=]*\)){{1,16}}\))$"
+)
+_LABEL_CHARS = re.compile(r"^(?:[A-Za-z(),:|+\-*/{}'\s]|\\[A-Za-z]+|_\{?\w{1,3}\}?)+$")
+_INFINITY = re.compile(r"^[+-]?\\infty$")
+
+
+@dataclass(frozen=True)
+class Seq:
+    """An ordered, bracketed answer: tuple, vector, interval, ratio or matrix (rows are nested ``Seq``)."""
+
+    opening: str
+    closing: str
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Bag:
+    """An unordered answer: solution list, set or union; ``kind`` is ``"set"`` for a ``\\{...\\}``."""
+
+    items: tuple
+    kind: str = "list"
+
+
+@dataclass(frozen=True)
+class Equation:
+    """``sides[0] = sides[1] (= …)``."""
+
+    sides: tuple[str, ...]
+
+
+def parse(text: str):
+    """The structure of a normalised answer: ``Bag``, ``Seq``, ``Equation`` or a scalar string."""
+    matrix = _MATRIX.match(text)
+    if matrix:
+        return _matrix(matrix.group(2))
+    pm = [m.start() for m in re.finditer(r"\\(?:pm|mp)(?![a-z])", text)]
+    if len(pm) == 1:
+        return Bag(
+            (parse(text[: pm[0]] + "+" + text[pm[0] + 3 :]), parse(text[: pm[0]] + "-" + text[pm[0] + 3 :]))
+        )
+    parts = split_top(text, _SEPARATORS)
+    if len(parts) > 1:
+        return Bag(tuple(parse(strip_variable(p)) for p in parts[:MAX_ELEMENTS]))
+    if text.startswith("\\{") and text.endswith("\\}") and _encloses(text, 2):
+        return Bag(tuple(parse(p) for p in split_top(text[2:-2], (",", ";"))[:MAX_ELEMENTS]), "set")
+    if text[:1] in "([" and text[-1:] in ")]" and _encloses(text, 1):
+        items = split_top(text[1:-1], (",",))
+        items = items if len(items) > 1 else split_top(text[1:-1], (";",))
+        if len(items) > 1:
+            return Seq(text[0], text[-1], tuple(parse(p) for p in items[:MAX_ELEMENTS]))
+    sides = split_top(text, ("=",))
+    if len(sides) >= 2 and all(sides) and "\\" not in sides[0][-1:]:
+        return Equation(tuple(sides[:MAX_ELEMENTS]))
+    if relations.RELATION.search(text):
+        found = relations.intervals(text)
+        if found is None:
+            return text
+        pieces = tuple(Seq(opening, closing, (low, high)) for opening, low, high, closing in found)
+        return pieces[0] if len(pieces) == 1 else Bag(pieces, "union")
+    ratio = split_top(text, (":",))
+    if len(ratio) > 1 and all(ratio):
+        return Seq(":", ":", tuple(parse(p) for p in ratio[:MAX_ELEMENTS]))
+    return text
+
+
+def _matrix(body: str) -> Seq:
+    rows = [r for r in body.split("\\\\") if r]
+    cells = tuple(Seq("(", ")", tuple(parse(c) for c in r.split("&"))) for r in rows)
+    if len(cells) == 1 or all(len(r.items) == 1 for r in cells):  # a vector
+        return Seq("(", ")", tuple(item for row in cells for item in row.items))
+    return Seq("(", ")", cells)
+
+
+def split_top(text: str, separators: tuple[str, ...]) -> list[str]:
+    """``text`` split at separators outside brackets (any bracket kind closes any, for intervals);
+    word separators (``or``, ``and``) only count as whole words."""
+    parts, depth, start, at = [], 0, 0, 0
+    while at < len(text):
+        char = text[at]
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif depth == 0:
+            for sep in separators:
+                if text.startswith(sep, at) and _whole_word(text, at, sep):
+                    parts.append(text[start:at])
+                    start = at = at + len(sep)
+                    break
+            else:
+                at += 1
+            continue
+        at += 1
+    parts.append(text[start:])
+    return [p for p in parts if p] if len(parts) > 1 else parts
+
+
+def _whole_word(text: str, at: int, sep: str) -> bool:
+    if not sep[-1].isalpha():
+        return True
+    before = text[at - 1] if at else " "
+    after = text[at + len(sep)] if at + len(sep) < len(text) else " "
+    return not after.isalpha() and (sep.startswith("\\") or not before.isalpha())
+
+
+def _encloses(text: str, width: int) -> bool:
+    """True when the bracket opening ``text`` closes only at its very end."""
+    depth = 0
+    for char in text[width:-width]:
+        depth += char in "([{"
+        depth -= char in ")]}"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def equal(pred, gold, timeout: float) -> bool:
+    """Structural equality of two ``parse`` results (see the module docstring)."""
+    if isinstance(pred, Equation) or isinstance(gold, Equation):
+        return _equal_equations(pred, gold, timeout)
+    if isinstance(gold, Bag) and isinstance(pred, Bag):
+        return _same_multiset(pred.items, gold.items, timeout)
+    if isinstance(gold, Bag) and gold.kind == "set" and len(gold.items) == 1:
+        return equal(pred, gold.items[0], timeout)
+    if isinstance(pred, Bag) and pred.kind == "set" and len(pred.items) == 1:
+        return equal(pred.items[0], gold, timeout)
+    if isinstance(gold, Seq) and isinstance(pred, Bag) and pred.kind == "list":  # "1, 2" for "(1, 2)"
+        pred = Seq(gold.opening, gold.closing, pred.items)
+    if isinstance(gold, Seq) and isinstance(pred, Seq):
+        if _is_ratio(pred) and _is_ratio(gold) and len(pred.items) == len(gold.items) == 2:
+            return scalar_equal(_fraction(pred), _fraction(gold), timeout)
+        return (
+            (pred.opening, pred.closing) == (gold.opening, gold.closing)
+            and len(pred.items) == len(gold.items)
+            and all(equal(p, g, timeout) for p, g in zip(pred.items, gold.items))
+        )
+    if isinstance(gold, str) and isinstance(pred, str):
+        return scalar_equal(pred, gold, timeout)
+    ratio = pred if _is_ratio(pred) else gold if _is_ratio(gold) else None
+    if ratio is not None and len(ratio.items) == 2:  # 3:7 and \frac{3}{7}
+        other = gold if ratio is pred else pred
+        return isinstance(other, str) and scalar_equal(_fraction(ratio), other, timeout)
+    return False
+
+
+def _is_ratio(value) -> bool:
+    return isinstance(value, Seq) and value.opening == ":" and all(isinstance(i, str) for i in value.items)
+
+
+def _fraction(ratio: Seq) -> str:
+    return f"\\frac{{{ratio.items[0]}}}{{{ratio.items[1]}}}"
+
+
+def _equal_equations(pred, gold, timeout: float) -> bool:
+    """Equations side by side; a labelled chain against anything else by its last side."""
+    pred_value = _labelled_value(pred, broad=True)
+    gold_value = _labelled_value(gold, broad=False)
+    if isinstance(pred, Equation) and isinstance(gold, Equation):
+        if len(pred.sides) == len(gold.sides) == 2 and _same_equation(pred.sides, gold.sides, timeout):
+            return True
+        labels = [_label_text(p) for p in (pred, gold)]
+        if pred_value is None or gold_value is None or labels[0] != labels[1]:
+            return False
+        return equal(parse(pred_value), parse(gold_value), timeout)
+    if isinstance(pred, Equation):
+        return pred_value is not None and equal(parse(pred_value), gold, timeout)
+    return gold_value is not None and equal(pred, parse(gold_value), timeout)
+
+
+def _labelled_value(value, broad: bool) -> str | None:
+    """The last side of a chain whose other sides are labels or constants, else ``None``."""
+    if not isinstance(value, Equation):
+        return None
+    for side in value.sides[:-1]:
+        label = _SIMPLE_LABEL.match(side) or (
+            broad and not re.search(r"\d", side) and _LABEL_CHARS.match(side)
+        )
+        if not (label or _is_constant(side)) or "\\infty" in side:
+            return None
+    return value.sides[-1]
+
+
+def _label_text(value: Equation) -> str:
+    return "=".join(value.sides[:-1]).lower()
+
+
+def _is_constant(text: str) -> bool:
+    python = expr.to_python(text)
+    return python is not None and "v_" not in python
+
+
+def _same_multiset(pred: tuple, gold: tuple, timeout: float) -> bool:
+    if len(pred) != len(gold):
+        return False
+    unmatched = list(gold)
+    for item in pred:
+        match = next((i for i, g in enumerate(unmatched) if equal(item, g, timeout)), None)
+        if match is None:
+            return False
+        unmatched.pop(match)
+    return True
+
+
+def _same_equation(pred: tuple[str, ...], gold: tuple[str, ...], timeout: float) -> bool:
+    if scalar_equal(pred[0], gold[0], timeout) and scalar_equal(pred[1], gold[1], timeout):
+        return True
+    left = expr.to_python(f"{pred[0]}-({pred[1]})")
+    right = expr.to_python(f"{gold[0]}-({gold[1]})")
+    if left is None or right is None or expr.too_big_for_sympy(left) or expr.too_big_for_sympy(right):
+        return False
+    verdict = numeric.proportional(left, right)
+    if verdict is not None:
+        return verdict
+    return symbolic.equal(left, right, timeout, relation="proportional") is True
+
+
+def scalar_equal(pred: str, gold: str, timeout: float) -> bool:
+    """One value against another: text, exact rational value, floating point, then sympy."""
+    if pred == gold:
+        return True
+    choice_pred, choice_gold = _CHOICE.match(pred), _CHOICE.match(gold)
+    if choice_gold or choice_pred:  # multiple choice: "(C)" = "C", case-insensitive
+        letters = [m and (m.group(1) or m.group(2)).upper() for m in (choice_pred, choice_gold)]
+        return bool(letters[0]) and letters[0] == letters[1]
+    if pred.lower() == gold.lower() and pred.replace(" ", "").isalpha():
+        return True
+    if _WORD.fullmatch(pred) or _WORD.fullmatch(gold):  # text answers ("Monday") match as text only
+        return False
+    if _INFINITY.match(pred) or _INFINITY.match(gold):
+        return pred.lstrip("+") == gold.lstrip("+")
+    left, right = expr.to_python(pred), expr.to_python(gold)
+    if left is None or right is None:
+        return False
+    if left == right:
+        return True
+    left_value, right_value = expr.exact_value(left), expr.exact_value(right)
+    if left_value is not None and right_value is not None:
+        return left_value == right_value
+    if expr.too_big_for_sympy(left) or expr.too_big_for_sympy(right):
+        return False
+    verdict = numeric.verdict(left, right)
+    if verdict is not None:
+        return verdict
+    return symbolic.equal(left, right, timeout) is True

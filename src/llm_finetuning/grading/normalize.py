@@ -1,0 +1,216 @@
+"""The grader's cheap normalisation layer: string rewrites that make equal answers look alike.
+
+``normalize`` applies, in order (each is a rule of the grader, listed in docs/grader.md):
+
+1. Unicode math (``−``, ``×``, ``π``, ``√``, ``∞``, ``≤``, ``∈``, ``∅``, ``ℝ``, ``½``, ``²``…) becomes
+   LaTeX; currency signs (``€``, ``£``) go.
+2. Math delimiters go: ``$``, ``\\(``, ``\\)``, ``\\[``, ``\\]``, ``\\displaystyle``; ``\\left`` and
+   ``\\right`` are dropped (``\\left.`` entirely); an outer ``\\boxed{}``/``\\fbox{}`` is unwrapped.
+3. ``\\dfrac``/``\\tfrac``/``\\cfrac`` become ``\\frac``; relations get one spelling (``\\ge``, ``>=``,
+   ``\\geqslant`` → ``\\geq``; ``\\lt`` → ``<``; ``!=``, ``\\ne`` → ``\\neq``); ``\\tan^{-1}`` becomes
+   ``\\arctan`` (and the other inverse trigonometric functions).
+4. A trailing unit in a text wrapper after a number goes (``5\\text{ m}^3``, ``12\\,\\mathrm{cm}``); other
+   text wrappers (``\\text``, ``\\textnormal``, ``\\mathrm``, ``\\mathbf``, ``\\operatorname``…) are
+   replaced by their contents.
+5. Degrees (``^\\circ``), percent (``\\%``) and dollars (``\\$``) are removed: stripped, not
+   interpreted, so ``25\\%`` equals ``25`` and not ``0.25``.
+6. LaTeX spacing (``\\,``, ``\\;``, ``\\!``, ``\\quad``, ``~``) becomes a space; thousands separators go
+   (``1{,}000``, ``1\\,000``, ``12,\\!345``, and ``1,234,567`` or ``1 234 567`` when that is the whole
+   answer).
+7. A number in words becomes digits (``five``, ``twenty-five``, ``3 million``).
+8. Trailing unit words after a number or expression go (``5 cm``, ``12 square units``, ``3 dollars``);
+   a lone word answer (``Monday``) is kept.
+9. A word ``or`` / ``and`` between spaces becomes a comma (a list; ``42 or 43`` is then a hedge that
+   matches no single answer). A leading ``x =``, ``y=``, ``\\theta =``, ``f(x) =`` or ``x \\in`` is
+   removed (one variable on the left); other equations are kept and compared as equations.
+10. Trailing punctuation (``.``, ``,``, ``;``, ``:``) and surrounding space are removed.
+11. A mixed number written with a space (``2 1/2``) becomes ``2\\frac{1}{2}``; plain-text functions and
+    constants get their backslash (``sqrt(18)``, ``25 pi``); then spaces are removed, except between
+    words of a text answer (which then compares case-insensitively).
+12. One spelling for a few sets: ``\\varnothing``, ``\\{\\}`` → ``\\emptyset``; ``\\mathbb{R}``, "all real
+    numbers", ``(-\\infty, +\\infty)`` → ``(-\\infty,\\infty)``; ``+\\infty`` → ``\\infty``.
+
+    >>> normalize("$\\\\dfrac{3}{4}\\\\text{ m}^2$"), normalize("Five"), normalize("x >= -2")
+    ('\\\\frac{3}{4}', '5', 'x\\\\geq-2')
+"""
+
+from __future__ import annotations
+
+import re
+
+from .words import FUNCTION_WORDS, number_words, unicode_math
+
+MAX_NORMALIZE_CHARS = 20_000  # beyond this only trivial clean-up is done (hostile or prose)
+
+_COMMANDS = [
+    ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"), ("\\displaystyle", ""),
+    ("\\left.", ""), ("\\right.", ""), ("\\left", ""), ("\\right", ""), ("\\bigl", ""), ("\\bigr", ""),
+    ("\\Bigl", ""), ("\\Bigr", ""), ("\\big", ""), ("\\Big", ""), ("\\(", ""), ("\\)", ""), ("\\[", ""),
+    ("\\]", ""), ("^{\\circ}", ""), ("^\\circ", ""), ("{}^\\circ", ""), ("\\circ", ""), ("\\degree", ""),
+    ("\\%", ""), ("%", ""), ("\\$", ""), ("$", ""), ("\\euro", ""), ("\\leqslant", "\\leq"),
+    ("\\geqslant", "\\geq"), ("\\leqq", "\\leq"), ("\\geqq", "\\geq"), (">=", "\\geq "), ("<=", "\\leq "),
+    ("!=", "\\neq "), ("\\not=", "\\neq "), ("\\lt", "<"), ("\\gt", ">"), ("{,}", ""), ("\\!", ""),
+    ("\\,", " "), ("\\;", " "), ("\\:", " "), ("\\qquad", " "), ("\\quad", " "), ("~", " "),
+    ("\\lbrace", "\\{"), ("\\rbrace", "\\}"), ("\\lvert", "|"), ("\\rvert", "|"), ("\\vert", "|"),
+    ("\\mid", "|"), ("\\colon", ":"), ("\\cdotp", "\\cdot"), ("\\varnothing", "\\emptyset"),
+]  # fmt: skip
+_RELATIONS = [  # re.sub templates
+    (re.compile(r"\\le(?![a-z])"), r"\\leq"), (re.compile(r"\\ge(?![a-z])"), r"\\geq"),
+    (re.compile(r"\\ne(?![a-z])"), r"\\neq"),
+    (re.compile(r"(?:(?<=\d)|(?<![\\A-Za-z]))sqrt\s+(\d+(?:\.\d+)?)(?![\d.])"), r"\\sqrt{\1}"),
+]  # fmt: skip
+_INVERSE_TRIG = re.compile(r"\\(sin|cos|tan|sec|csc|cot)\s*\^\s*\{?\s*-\s*1\s*\}?")
+_SET_BUILDER = re.compile(r"^\\\{\s*([A-Za-z])\s*(?:\\in\s*\\mathbb\{?R\}?\s*)?(?:\||:)\s*(.+?)\s*\\\}$")
+_TEXT_SETS = {"all real numbers": "(-\\infty,\\infty)", "no solution": "\\emptyset", "no solutions": "\\emptyset",
+              "no real solutions": "\\emptyset", "there is no solution": "\\emptyset"}  # fmt: skip
+_WRAPPER = re.compile(
+    r"\\(?:text|textbf|textit|textrm|textnormal|textup|textsf|mathrm|mathbf|mathit|mathsf|mbox|hbox"
+    r"|operatorname|boxed|fbox|emph)\s*\{([^{}]*)\}"
+)
+_TEXT_UNIT = re.compile(
+    r"(?<=[\d}).\s])\s*\\(?:text|textnormal|textrm|mathrm|mbox)\s*\{\s*([A-Za-z][A-Za-z .]{0,20})\}"
+    r"\s*(?:\^\s*\{?[23]\}?)?\s*$"
+)
+_THOUSANDS_SPACED = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_THOUSANDS_BY_SPACE = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")
+_UNIT = re.compile(
+    r"(?<=\s)(?:(?:square|sq\.?|cubic)\s+)?[A-Za-z]{2,}\.?(?:\^\{?[23]\}?)?"
+    r"(?:\s+(?:per|/)\s+[A-Za-z]+)?(?:\s+(?:and|of)\s+[A-Za-z]+)?\s*$"
+)
+_KEEP_WORDS = {"pi", "infty", "sqrt", "frac", "sin", "cos", "tan", "log", "ln", "cot", "csc", "or", "and"}
+_LEADING_VARIABLE = re.compile(
+    r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+|[A-Za-z]\([A-Za-z]\))\s*(?:=|\\in(?![a-z]))(?!=)"
+)
+_MIXED = re.compile(r"^(-?\d+)\s+(\d+)\s*/\s*(\d+)$")
+_SPACE_BETWEEN_WORDS = re.compile(r"(?<=[A-Za-z])\s+(?=[A-Za-z])")
+_SPACE = re.compile(r"\s+")
+_OR_AND = re.compile(r"\s+(?:or|and)\s+")
+_BACKSLASH_SPACE = re.compile(r"(?<!\\)\\ ")  # "\ " is a space; "\\ " is a matrix row end and a space
+_REALS = {"\\mathbb{R}", "\\mathbbR", "\\R", "allrealnumbers", "(-\\infty,\\infty)", "\\mathbb{r}"}
+_EMPTY = {"\\{\\}", "\\emptyset", "{}", "\\O", "\\{\\emptyset\\}"}
+
+
+def normalize(text: str) -> str:
+    """``text`` after the rules in the module docstring (linear time; never raises on a string)."""
+    text = text.strip()
+    if len(text) > MAX_NORMALIZE_CHARS:
+        return text
+    text = _rewrite(text)
+    text = _strip_outer_braces(_unwrap(text).strip())
+    text = _INVERSE_TRIG.sub(r"\\arc\1 ", FUNCTION_WORDS.sub(r"\\\1 ", text))
+    text = _set_builder(text)
+    text = _numbers_in_words(text)
+    text = _strip_units(text)
+    text = _OR_AND.sub(",", text)
+    text = strip_variable(text)
+    text = without_thousands(text.rstrip(" .,;:").strip())
+    mixed = _MIXED.match(text)
+    if mixed:
+        text = f"{mixed.group(1)}\\frac{{{mixed.group(2)}}}{{{mixed.group(3)}}}"
+    if _SPACE_BETWEEN_WORDS.search(text) and not re.search(r"[\d\\^_{}=]", text):
+        text = _SPACE.sub(" ", text).lower()  # a text answer: keep word boundaries, ignore case
+        return _TEXT_SETS.get(text, text)
+    return _canonical(_SPACE.sub("", text))
+
+
+def _rewrite(text: str) -> str:
+    """Rules 1–3 and 5–6: character and command rewrites, then wrapped trailing units (rule 4)."""
+    text = unicode_math(text)
+    text = _THOUSANDS_SPACED.sub("", text)
+    for old, new in _COMMANDS:
+        if old in text:
+            text = text.replace(old, new)
+    text = _BACKSLASH_SPACE.sub(" ", text)
+    for pattern, new in _RELATIONS:
+        text = pattern.sub(new, text)
+    unit = _TEXT_UNIT.search(text, max(0, len(text) - 60))
+    if unit and re.search(r"\d", text[: unit.start()]) and unit.group(1).strip() not in _KEEP_WORDS:
+        text = text[: unit.start()]
+    return text
+
+
+def _set_builder(text: str) -> str:
+    """``\\{x \\mid x > 3\\}`` → ``x > 3``: a set described by a condition on one variable is the condition."""
+    match = _SET_BUILDER.match(text) if text.startswith("\\{") else None
+    return (
+        match.group(2)
+        if match and re.search(rf"(?<![A-Za-z\\]){match.group(1)}(?![A-Za-z])", match.group(2))
+        else text
+    )
+
+
+def without_thousands(text: str) -> str:
+    """``text`` without thousands separators when it is one number written with them (rule 6).
+
+    >>> without_thousands("1,234,567"), without_thousands("1, 2")
+    ('1234567', '1, 2')
+    """
+    stripped = text.strip()
+    if _THOUSANDS.fullmatch(stripped):
+        return stripped.replace(",", "")
+    return stripped.replace(" ", "") if _THOUSANDS_BY_SPACE.fullmatch(stripped) else text
+
+
+def _canonical(text: str) -> str:
+    """Rule 12: one spelling for the empty set, the real line and plus infinity."""
+    text = text.replace("+\\infty", "\\infty").replace("\\infinity", "\\infty")
+    if text in _EMPTY:
+        return "\\emptyset"
+    return "(-\\infty,\\infty)" if text in _REALS else text
+
+
+def _unwrap(text: str) -> str:
+    """Replace text wrappers by their contents, innermost first (bounded passes)."""
+    for _ in range(5):
+        if "\\" not in text:
+            break
+        unwrapped = _WRAPPER.sub(lambda m: " " + m.group(1) + " ", text)
+        if unwrapped == text:
+            break
+        text = unwrapped
+    return text
+
+
+def _numbers_in_words(text: str) -> str:
+    """Rule 7, for the whole answer or all of it but a trailing unit word (``five apples``)."""
+    if not text[:1].isalnum() or len(text) > 80:
+        return text
+    digits = number_words(text)
+    if digits is not None:
+        return digits
+    head, _, unit = text.rpartition(" ")
+    digits = number_words(head) if head and unit.isalpha() else None
+    return f"{digits} {unit}" if digits is not None else text
+
+
+def strip_variable(text: str) -> str:
+    """``text`` without a leading ``x =`` / ``x \\in`` (rule 9), for each element of a list too."""
+    return _LEADING_VARIABLE.sub("", text, count=1).strip()
+
+
+def _strip_outer_braces(text: str) -> str:
+    """``{{1}}`` → ``1``: all redundant outer braces in one linear pass."""
+    count = min(len(text) - len(text.lstrip("{")), len(text) - len(text.rstrip("}")))
+    if count == 0:
+        return text
+    inner, depth = text[count:-count], 0
+    for char in inner:
+        depth += (char == "{") - (char == "}")
+        if depth < 0:
+            return text
+    return inner.strip() if depth == 0 else text
+
+
+def _strip_units(text: str) -> str:
+    """Drop trailing unit words after a number or expression; keep a whole-word answer."""
+    for _ in range(3):
+        tail_start = max(0, len(text) - 80)  # units are short; searching only the tail keeps this linear
+        match = _UNIT.search(text, tail_start)
+        if not match or not re.search(r"\d", text[: match.start()]):
+            return text
+        words = set(re.findall(r"[A-Za-z]+", match.group()))
+        if words & _KEEP_WORDS:
+            return text
+        text = text[: match.start()].rstrip()
+    return text

@@ -1,0 +1,169 @@
+"""Reading the answer out of prose inside an answer slot: math spans, sentences, "the result is".
+
+A slot may hold a sentence or a whole worked solution instead of a bare answer (step 4 of the rules in
+``extract``). ``slot_answer`` reads it, first rule that applies:
+
+1. "X is the answer" → X; a leading "Answer" / "Hence" / "So" is dropped.
+2. Math without prose (``$$ 14 $$``, ``\\( 14 \\)``, ``$x=3$, $y=4$``) → the math.
+3. Otherwise the *final statement*: the last sentence holding a digit or math (so "I hope it is
+   correct." is passed over). In it: what follows the last "the result/value/solution is" or "we
+   get"; else its last group of math spans (spans that only "and"/"or"/commas separate form one group,
+   read as a list); else, in prose, what follows its last "is"/"are"/"equals"/"="/":"; else, in a long
+   slot (a worked solution), its last number.
+4. Prose with no digit or math at all (``Monday``, ``no solution``) is the answer as written.
+
+Everything is linear in the text's length: spans are found with ``str.find`` moving forward, and
+sentences are split once.
+
+    >>> slot_answer("Hence, there are 12 handshakes in total.")
+    '12 handshakes in total'
+    >>> slot_answer("We get $x = 2$ and $x = -3$. I hope it is correct.")
+    'x = 2, x = -3'
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+MAX_TEXT = 4_000  # prose is read in at most the last this many characters (the last paragraphs)
+LONG = 150  # a slot longer than this is a worked solution: its final statement's last number counts
+_CONNECTOR = re.compile(
+    r"(?:\s|\$|\\[\[\]()]|\\q?quad|\\[,;:!]|[,;&]|\\\\|\\(?:text|mathrm)\s*\{\s*(?:and|or|,)?\s*\}"
+    r"|\b(?:and|or)\b|[A-Za-z](?:_\{?\w{1,3}\}?)?\s*=)*"
+)
+_SPAN_OPEN = re.compile(r"(?<!\\)\$\$|(?<!\\)\$|\\\[|\\\(")
+_SPAN_CLOSE = {"$$": re.compile(r"(?<!\\)\$\$"), "$": re.compile(r"(?<!\\)\$"),
+               "\\[": re.compile(r"\\\]"), "\\(": re.compile(r"\\\)")}  # fmt: skip
+_WORD = re.compile(r"(?<![\\A-Za-z])(?!(?:and|or)\b)[A-Za-z][a-z]+")  # "It", "is"; not PQ, x, \frac
+_ANY_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+_LEAD_IN = re.compile(
+    r"^(?:\**\s*(?:final\s+)?answer\s*\**\s*:?\s*\**|(?:hence|thus|so|therefore|then)\b,?)\s*", re.IGNORECASE
+)
+_IS_THE_ANSWER = re.compile(r"\s+(?:is|are)\s+(?:the|our)\s+(?:final\s+)?answers?\b", re.IGNORECASE)
+_RESULT_PHRASE = re.compile(
+    r"\b(?:result|value|solution|answer)\s+(?:is|equals|=)\s*:?\s*|\bwe\s+(?:get|obtain|have)\s*:?\s*",
+    re.IGNORECASE,
+)
+_COPULA = re.compile(r"\s(?:is|are|was|equals|=)\s|:\s", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
+_HAS_VALUE = re.compile(r"\d")
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def slot_answer(text: str) -> str | None:
+    """The answer a slot's prose states, by the rules in the module docstring; ``None`` if empty."""
+    long = len(text.strip()) > LONG
+    text = _LEAD_IN.sub("", text[-MAX_TEXT:].strip(), count=1)
+    head = _IS_THE_ANSWER.search(text)
+    if head:
+        return _joined(spans_or_text(_LEAD_IN.sub("", text[: head.start()], count=1)))
+    if not _is_prose(_without_spans(text)):
+        return _joined(spans_or_text(text))
+    statement = _final_statement(text)
+    if statement is None:
+        return tidy(text) or None
+    phrase = None
+    for phrase in _RESULT_PHRASE.finditer(statement):
+        pass
+    if phrase is not None:
+        statement = statement[phrase.end() :]
+    groups = math_spans(statement)
+    if groups:
+        return ", ".join(tidy(span) for span in groups[-1])
+    if _is_prose(statement):
+        copula = None
+        for copula in _COPULA.finditer(statement):
+            pass
+        if copula is not None:
+            return tidy(statement[copula.end() :]) or None
+        numbers = _NUMBER.findall(statement) if long else []
+        if numbers:
+            return numbers[-1]
+    return tidy(statement) or None
+
+
+def spans_or_text(text: str) -> list[str]:
+    """The last group of math spans when ``text`` has words besides its math, or math spans and
+    connectors only; else the whole text."""
+    text = text[-MAX_TEXT:]
+    groups, outside = math_spans(text), _without_spans(text)
+    if groups and (_ANY_WORD.search(outside) or is_connector(outside)):
+        return [", ".join(tidy(span) for span in groups[-1])]
+    answer = tidy(text)
+    return [answer] if answer else []
+
+
+def math_spans(text: str) -> list[list[str]]:
+    """The contents of the math spans in ``text``, grouped where only connectors separate them."""
+    groups: list[list[str]] = []
+    last_end = None
+    for start, end, content in _span_ranges(text):
+        if last_end is not None and groups and is_connector(text[last_end:start]):
+            groups[-1].append(content)
+        else:
+            groups.append([content])
+        last_end = end
+    return groups
+
+
+def _span_ranges(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, contents)`` of each non-empty span, in order; an unclosed one ends the search."""
+    ranges, at = [], 0
+    while (opener := _SPAN_OPEN.search(text, at)) is not None:
+        closer = _SPAN_CLOSE[opener.group()].search(text, opener.end())
+        if closer is None:
+            break
+        content = text[opener.end() : closer.start()].strip()
+        if content:
+            ranges.append((opener.start(), closer.end(), content))
+        at = closer.end()
+    return ranges
+
+
+def _without_spans(text: str) -> str:
+    pieces, at = [], 0
+    for start, end, _ in _span_ranges(text):
+        pieces.append(text[at:start])
+        at = end
+    return "".join(pieces) + text[at:]
+
+
+def _final_statement(text: str) -> str | None:
+    """The last sentence holding a digit or math; a sentence end inside a math span does not count."""
+    spans = _span_ranges(text)
+    starts = [start for start, _, _ in spans]
+    ends, inside = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        while inside < len(spans) and spans[inside][1] <= match.start():
+            inside += 1
+        if not (inside < len(spans) and spans[inside][0] <= match.start()):
+            ends.append(match.end())
+    bounds = [0, *ends, len(text)]
+    for start, end in zip(reversed(bounds[:-1]), reversed(bounds[1:])):
+        sentence = text[start:end].strip()
+        if _HAS_VALUE.search(sentence) or bisect.bisect_left(starts, start) < bisect.bisect_left(starts, end):
+            return sentence
+    return None
+
+
+def _is_prose(text: str) -> bool:
+    """Two or more words (not LaTeX commands, single letters, labels such as ``PQ``, "and"/"or")."""
+    return len(_WORD.findall(text)) >= 2
+
+
+def is_connector(between: str) -> bool:
+    """Whether the text between two answers only joins them (``, ``, ``and``, ``$ or $x =``)."""
+    return len(between) <= 60 and _CONNECTOR.fullmatch(between) is not None
+
+
+def tidy(answer: str) -> str:
+    """Surrounding space, ``**`` emphasis and a sentence's full stop removed."""
+    answer = answer.strip().strip("*").strip()
+    if answer.endswith(".") and not answer.endswith(".."):
+        answer = answer[:-1].rstrip()
+    return answer
+
+
+def _joined(answers: list[str]) -> str | None:
+    return ", ".join(answers) if answers else None
