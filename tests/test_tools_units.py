@@ -154,3 +154,17 @@ def test_old_module_names_stay_aliases_of_the_tools(name):
 
     alias, tool = importlib.import_module(f"llm_finetuning.{name}"), importlib.import_module(f"llm_finetuning.tools.{name}")
     assert alias.main is tool.main
+
+
+def test_evaluate_takes_several_subsets_and_notes_a_merged_train_split():
+    from llm_finetuning.tools.evaluate import build_parser, dataset_spec, render_table
+
+    args = build_parser().parse_args(["--data", "EleutherAI/hendrycks_math", "--subset", "algebra,geometry"])
+    assert dataset_spec(args).subset == ["algebra", "geometry"]
+    assert dataset_spec(build_parser().parse_args(["--data", "openai/gsm8k", "--subset", "main"])).subset == "main"
+    from llm_finetuning.data.loader import dataset_note
+
+    metrics = {"k": 1, "n": 0, "adapter": None, "answer_accuracy": 0.0, "breakdowns": {},
+               "data": {"name": "qwedsacf/competition_math", "split": "train",
+                        "note": dataset_note("qwedsacf/competition_math")}}  # fmt: skip
+    assert "note: has only a train split" in render_table(metrics)

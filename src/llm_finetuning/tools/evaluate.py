@@ -109,6 +109,7 @@ def evaluate(
 
     ``spec`` None scores the run's held-out problems (as the pipeline's evaluations do), else the benchmark.
     """
+    from ..data.loader import dataset_note
     from ..evaluation.judge import CompletionJudge
     from ..evaluation.scoring import breakdowns, figures, score_problems
     from ..generation import SamplingSettings, generate_detailed, generation_budget
@@ -140,7 +141,8 @@ def evaluate(
     metrics = {
         **figures(results),
         "breakdowns": breakdowns(results),
-        "data": {"name": name, "split": HELD_OUT if spec is None else spec.split, "counts": stats},
+        "data": {"name": name, "split": HELD_OUT if spec is None else spec.split, "counts": stats,
+                 "note": dataset_note(name)},
         "adapter": str(adapter) if adapter else None,
         "max_new_tokens": budget,
         "seconds": round(time.perf_counter() - started, 2),
@@ -157,7 +159,7 @@ def render_table(metrics: dict[str, Any]) -> str:
     k, data = metrics["k"], metrics["data"]
     title = (f"{data['name']} ({data['split']} split): {metrics['n']} problems, k = {k} "
              f"({'greedy' if k == 1 else 'sampled'}), adapter {metrics['adapter']}")
-    lines = [title, ""]
+    lines = [title, *([f"note: {data['note']}"] if data.get("note") else []), ""]
     for key in ("answer_accuracy", "format_accuracy", f"pass@{k}", "avg_completion_tokens", "truncation_rate",
                 "avg_total_reward"):
         if key in metrics:
@@ -185,7 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--data", help="Hub dataset or local file/folder (default: the run's held-out problems, as in training)"
     )
     parser.add_argument("--split", default=None, help="Hub split of --data (default: test)")
-    parser.add_argument("--subset", default=None, help="Hub configuration name (e.g. main for openai/gsm8k)")
+    parser.add_argument(
+        "--subset", default=None,
+        help="Hub configuration name (e.g. main for openai/gsm8k); several, comma-separated, are concatenated",
+    )
     parser.add_argument("--format", default="auto", help="schema adapter (default: detected from the columns)")
     parser.add_argument(
         "--max-samples", type=int, help="score at most this many problems (default: all; held-out: evaluation.num_samples)"
@@ -203,7 +208,8 @@ def dataset_spec(args: argparse.Namespace) -> DatasetSpec | None:
         raise PipelineError(f"--max-samples must be >= 1 (got {args.max_samples})")
     if args.data is None:
         return None
-    raw = {"name": args.data, "subset": args.subset, "split": args.split or "test", "format": args.format,
+    subsets = args.subset.split(",") if args.subset and "," in args.subset else args.subset
+    raw = {"name": args.data, "subset": subsets, "split": args.split or "test", "format": args.format,
            "max_samples": args.max_samples}  # fmt: skip
     return build_dataclass(DatasetSpec, raw, path="--data")
 
