@@ -152,19 +152,17 @@ def test_merged_export_loads_with_plain_transformers(lane):
 
 def test_an_adapter_trained_with_unsloth_loads_with_hf_and_gives_the_same_greedy_output(lane):
     import torch
-    from llm_finetuning.evaluation.generation import SamplingSettings, generate_completions
-
     from llm_finetuning.config import PipelineConfig
-    from llm_finetuning.data.synthetic import tokenizer_corpus_for
+    from llm_finetuning.data.processor import conversation
+    from llm_finetuning.generation import SamplingSettings, generate_completions
     from llm_finetuning.model import ModelManager
-    from llm_finetuning.tools.common import conversation
 
     assert "unsloth" not in sys.modules  # this side is plain transformers + peft
     run_dir = lane["root"] / "run"
     config = PipelineConfig.from_yaml(run_dir / "config.yaml", ["model.backend=hf"])
-    manager = ModelManager.load_for_inference(config, run_dir / "grpo_saved_lora", tokenizer_corpus_for(config))
+    manager = ModelManager.load_for_inference(config, run_dir / "grpo_saved_lora")
     assert manager.backend_name == "hf"
-    prompts = [conversation(config, question) for question in QUESTIONS]
+    prompts = [conversation(config.prompt.system_prompt, question) for question in QUESTIONS]
     greedy = SamplingSettings(greedy=True, max_new_tokens=GREEDY_TOKENS)
     with_hf = [completion for (completion,) in generate_completions(manager.model, manager.tokenizer, prompts, greedy)]
     logits = _logits(manager.model, manager.tokenizer)
@@ -235,15 +233,15 @@ def drive(root: Path) -> dict:
 def _unsloth_outputs(config_path: Path, adapter: Path, logits_file: Path) -> list[str]:
     """Greedy completions of QUESTIONS through the Unsloth backend; the logits go to ``logits_file``."""
     import torch
-    from llm_finetuning.evaluation.generation import SamplingSettings, generate_completions
-
     from llm_finetuning.config import PipelineConfig
-    from llm_finetuning.tools.common import conversation, load_model
+    from llm_finetuning.data.processor import conversation
+    from llm_finetuning.generation import SamplingSettings, generate_completions
+    from llm_finetuning.tools.common import load_model
 
     config = PipelineConfig.from_yaml(config_path)
     manager = load_model(config, adapter)
     assert manager.backend_name == "unsloth"
-    prompts = [conversation(config, question) for question in QUESTIONS]
+    prompts = [conversation(config.prompt.system_prompt, question) for question in QUESTIONS]
     greedy = SamplingSettings(greedy=True, max_new_tokens=GREEDY_TOKENS)
     completions = generate_completions(manager.model, manager.tokenizer, prompts, greedy)
     torch.save(_logits(manager.model, manager.tokenizer), logits_file)

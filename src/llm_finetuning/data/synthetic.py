@@ -1,7 +1,7 @@
 """Offline arithmetic word problems (``synthetic:arithmetic``): the data behind the CPU demo.
 
 Why: the demo must run with no network, and GRPO needs a task a ~1M-parameter model solves about half the
-time after SFT (shared/notes/stack.md). Difficulty is tuned through ``SyntheticDataConfig``: operand range,
+time after SFT. Difficulty is tuned through ``SyntheticDataConfig``: operand range,
 operations, operations per problem, the share of story-style questions, and the share of held-out tuples.
 
 A problem is an (operands, operations) tuple rendered either bare ("What is 3 + 4?") or as a story ("Tom
