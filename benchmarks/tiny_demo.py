@@ -4,7 +4,7 @@
 
 Runs ``run_training.py --config configs/tiny.yaml`` as a child process (a fresh output dir each run, so
 the tiny base model is built too), takes the wall time and the child's peak RSS, reads ``summary.json``
-and prints each figure next to its target (issue 6, item 7). With ``--runs 2`` the second run checks that
+and prints each figure next to its target. With ``--runs 2`` the second run checks that
 the same seed gives the same summary numbers.
 """
 

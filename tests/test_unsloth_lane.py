@@ -152,6 +152,7 @@ def test_merged_export_loads_with_plain_transformers(lane):
 
 def test_an_adapter_trained_with_unsloth_loads_with_hf_and_gives_the_same_greedy_output(lane):
     import torch
+
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data.processor import conversation
     from llm_finetuning.generation import SamplingSettings, generate_completions
@@ -233,6 +234,7 @@ def drive(root: Path) -> dict:
 def _unsloth_outputs(config_path: Path, adapter: Path, logits_file: Path) -> list[str]:
     """Greedy completions of QUESTIONS through the Unsloth backend; the logits go to ``logits_file``."""
     import torch
+
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data.processor import conversation
     from llm_finetuning.generation import SamplingSettings, generate_completions
