@@ -284,6 +284,9 @@ def simulated_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    real_find_spec = importlib.util.find_spec  # and the gpu extra's bitsandbytes, which 8-bit optimizers need
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: real_find_spec("json") if name == "bitsandbytes" else real_find_spec(name, *a))
 
 
 @pytest.mark.usefixtures("simulated_cuda")
@@ -305,7 +308,7 @@ def test_trl_configs_built_from_the_project_arguments_on_cuda_keep_every_value(b
         changed = {key: (value, getattr(built, key)) for key, value in arguments.items() if getattr(built, key) != value}
         assert changed == {}, f"{config_class.__name__} rewrote what the project passed"
         assert built.use_cpu is False
-        assert built.bf16 is (config.model.dtype != "float32")
+        assert built.bf16 is True  # autocast on a bf16 GPU, fp32 weights included (Unsloth's rule too)
 
 
 @pytest.mark.parametrize("loss_type", get_args(LossType))
@@ -315,3 +318,12 @@ def test_every_loss_type_the_config_accepts_is_one_trl_computes(loss_type, tmp_p
     source = Path(importlib.util.find_spec("trl").origin).parent / "trainer" / "grpo_trainer.py"
     assert f'"{loss_type}"' in source.read_text(), f"trl's GRPOTrainer has no loss_type {loss_type!r}"
     assert GRPOConfig(output_dir=str(tmp_path), loss_type=loss_type, use_cpu=True).loss_type == loss_type
+
+
+@pytest.mark.unsloth
+@wheels
+def test_unsloth_still_returns_the_gguf_files_where_export_reads_them():
+    _, text = wheel_function(Target("unsloth", SAVE_PY, "unsloth_save_pretrained_gguf", 1))
+    assert re.search(r'"gguf_files"\s*:', text), "save_pretrained_gguf no longer returns gguf_files"
+    _, where = wheel_function(Target("unsloth", SAVE_PY, "_gguf_output_directory", 0))
+    assert 'f"{save_directory}_gguf"' in where  # the files land beside the directory, as docs/tools.md says

@@ -156,6 +156,27 @@ def test_fast_inference_is_turned_off_without_cuda_with_a_one_line_notice(monkey
     )
 
 
+@pytest.mark.parametrize(
+    ("lora", "refusal"),
+    [
+        (None, "Unsloth's vLLM engine does not support full fine-tuning (model.lora is null)"),
+        (LoraSettings(enabled=False), "Unsloth's vLLM engine does not support full fine-tuning (model.lora is null)"),
+        (LoraSettings(modules_to_save=["embed_tokens"]), "Unsloth's vLLM engine does not support model.lora.modules_to_save"),
+    ],
+)
+def test_fast_inference_is_turned_off_where_unsloth_refuses_an_engine(monkeypatch, caplog, lora, refusal):
+    # Unsloth raises NotImplementedError for fast_inference with full fine-tuning or modules_to_save: both
+    # are combinations the defaults produce (fast_inference is on by default), so the engine goes off with a notice
+    _vllm_installed(monkeypatch, "0.31.0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    model = ModelConfig(fast_inference=True, lora=lora)
+    with caplog.at_level(logging.WARNING, logger="llm_finetuning.model.unsloth_backend"):
+        assert _engine_wanted(model) is False
+    assert caplog.messages == [f"model.fast_inference: off, {refusal}; GRPO generates with model.generate"]
+    assert unsloth_fast_inference(model) is False
+    assert vllm_wanted(PipelineConfig(model=model), "unsloth") is False  # GRPO does not expect the engine either
+
+
 def test_fast_inference_on_cuda_without_vllm_is_a_one_line_error(monkeypatch):
     _vllm_installed(monkeypatch, None)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

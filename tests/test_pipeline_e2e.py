@@ -21,6 +21,7 @@ from conftest import ROOT, TEST_SCHEDULE, TINY_YAML, demo_config
 
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.pipeline import RunOptions, run
+from llm_finetuning.training.arguments import GRPO_SETTINGS, SFT_SETTINGS
 
 EVAL_KEYS = {"n", "format_accuracy", "answer_accuracy", "sampled_answer_accuracy", "reasoning_present",
              "avg_reasoning_length", "avg_total_reward"}
@@ -55,6 +56,11 @@ def test_run_writes_every_output(finished_run):
     assert summary["backend"] == "hf"
     assert {"torch", "trl", "transformers"} <= set(summary["versions"])
     assert set(summary["cpu"]) == {"model", "flags", "torch_capability", "threads"}  # what decides CPU numerics
+    grpo = summary["phases"]["grpo"]["settings"]  # as the built trainer used them, after every rewrite
+    assert set(grpo) == set(GRPO_SETTINGS) and set(summary["phases"]["sft"]["settings"]) == set(SFT_SETTINGS)
+    assert (grpo["loss_type"], grpo["epsilon_high"], grpo["num_generations"], grpo["optim"]) == (
+        "dapo", 0.2, 4, "adamw_torch_fused")
+    assert grpo["use_vllm"] is False and grpo["bf16"] is False and grpo["reward_weights"] == [1.0, 1.0, 1.0, 1.0]
     assert summary["seconds_total"] > 0 and summary["complete"] is True
 
 

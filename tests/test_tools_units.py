@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -11,7 +13,7 @@ from llm_finetuning.config import PipelineConfig
 from llm_finetuning.errors import DataError, ModelError
 from llm_finetuning.tools.common import default_adapter
 from llm_finetuning.tools.debug_grpo import HINTS, HintContext, hints
-from llm_finetuning.tools.export import config_for_adapter
+from llm_finetuning.tools.export import config_for_adapter, export_gguf
 from llm_finetuning.tools.group_stats import (
     distinct_share,
     group_figures,
@@ -168,3 +170,25 @@ def test_evaluate_takes_several_subsets_and_notes_a_merged_train_split():
                "data": {"name": "qwedsacf/competition_math", "split": "train",
                         "note": dataset_note("qwedsacf/competition_math")}}  # fmt: skip
     assert "note: has only a train split" in render_table(metrics)
+
+
+class _GGUFModel:
+    """Answers save_pretrained_gguf as unsloth 2026.10.9 does (unsloth/save.py): the merge in the directory
+    asked for, the GGUF files in ``<directory>_gguf``, their paths in the returned ``gguf_files``."""
+
+    def save_pretrained_gguf(self, directory, tokenizer, quantization_method):
+        gguf_dir = Path(f"{directory}_gguf")
+        gguf_dir.mkdir()
+        files = [gguf_dir / f"model.{quantization_method.upper()}.gguf"]
+        files[0].write_bytes(b"GGUF")
+        return {"save_directory": directory, "gguf_directory": str(gguf_dir), "gguf_files": [str(f) for f in files]}
+
+
+def test_gguf_export_reports_the_files_unsloth_wrote_not_the_directory_asked_for(tmp_path):
+    manager = SimpleNamespace(backend_name="unsloth", model=_GGUFModel(), tokenizer=None)
+    (written,) = export_gguf(manager, tmp_path / "gguf", "q4_k_m")
+    assert written == tmp_path / "gguf_gguf" / "model.Q4_K_M.gguf" and written.is_file()
+    empty = SimpleNamespace(backend_name="unsloth", tokenizer=None,
+                            model=SimpleNamespace(save_pretrained_gguf=lambda *a, **k: {"gguf_files": []}))
+    with pytest.raises(ModelError, match="Unsloth reported no GGUF file written"):
+        export_gguf(empty, tmp_path / "other", "q4_k_m")

@@ -117,8 +117,8 @@ def test_every_same_named_config_field_reaches_trl_and_ours_stay_ours(tmp_path):
     config = PipelineConfig.from_dict({"grpo_training": {"epsilon_high": 0.28, "warmup_steps": 0.2},
                                        "sft_training": {"max_grad_norm": 0.5, "lr_scheduler_type": "cosine"}})
     grpo = same_named_fields(config.grpo_training, GRPOConfig)
-    assert grpo["epsilon_high"] == 0.28 and grpo["warmup_steps"] == 0.2 and grpo["num_generations"] == 2
-    assert not {"train_validation_split", "save_path", "eval_strategy", "use_vllm"} & set(grpo)
+    assert grpo["warmup_steps"] == 0.2 and grpo["num_generations"] == 2 and grpo["loss_type"] == "dapo"
+    assert not {"train_validation_split", "save_path", "eval_strategy", "use_vllm", "epsilon_high"} & set(grpo)
     sft = same_named_fields(config.sft_training, SFTConfig)
     assert sft["max_grad_norm"] == 0.5 and sft["lr_scheduler_type"] == "cosine"
     assert grpo_arguments(config, tmp_path, "hf", 64, [1.0])["epsilon_high"] == 0.28

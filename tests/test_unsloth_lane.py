@@ -176,6 +176,35 @@ def test_an_adapter_trained_with_unsloth_loads_with_hf_and_gives_the_same_greedy
     torch.testing.assert_close(logits, torch.load(lane["root"] / "unsloth_logits.pt"), atol=1e-5, rtol=1e-5)
 
 
+def test_unsloths_compiled_grpo_config_keeps_every_setting_the_project_passes(tmp_path):
+    # Unsloth's compiled GRPOConfig (what trl.GRPOConfig is on CUDA) against TRL's own, built from the project's
+    # arguments for each backend, every loss type, with and without vLLM. Activation checkpointing is the one
+    # expected difference: the unsloth backend passes False because Unsloth checkpoints inside get_peft_model.
+    result = tmp_path / "differences.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    probe = subprocess.run([sys.executable, str(ROOT / "tests" / "unsloth_grpo_config_probe.py"), str(result)],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+                           check=False)  # fmt: skip  (Unsloth writes its compiled trainers into the cwd)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    differences = json.loads(result.read_text())
+    assert differences and {d["setting"] for d in differences} == {"gradient_checkpointing"}
+    assert all((d["unsloth"], d["trl"]) == (False, True) for d in differences)
+
+
+def test_the_same_config_records_the_same_grpo_and_sft_settings_on_both_backends(lane, tmp_path):
+    from llm_finetuning import cli
+
+    unsloth_run = json.loads((lane["root"] / "run" / "summary.json").read_text())
+    hf_dir = tmp_path / "hf"
+    arguments = run_arguments(hf_dir, "--set", "model.backend=hf")
+    assert cli.main(arguments) == 0
+    hf_run = json.loads((hf_dir / "summary.json").read_text())
+    for phase in ("sft", "grpo"):
+        unsloth_settings, hf_settings = unsloth_run["phases"][phase]["settings"], hf_run["phases"][phase]["settings"]
+        assert unsloth_settings and unsloth_settings == hf_settings
+    assert hf_run["phases"]["grpo"]["settings"]["optim"] == "adamw_torch_fused"  # Unsloth's CPU mode's choice
+
+
 def _logits(model, tokenizer):
     import torch
 

@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output-dir", help="where checkpoints, logs and the adapter go (config: output_dir)")
     parser.add_argument("--max-steps", type=int, help="max_steps for the phases that run")
     parser.add_argument("--learning-rate", type=float, help="learning_rate for the phases that run")
+    parser.add_argument("--preflight", action=argparse.BooleanOptionalAction, default=None,
+                        help="first train one step of each phase on its worst case (longest examples, full-length "
+                             "completions), so an out-of-memory error comes now, not hours in (default: on a CUDA GPU)")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
     parser.add_argument(
         "--help-config", action="store_true", help="list every config field with its value and help, and exit"
@@ -120,7 +123,8 @@ def main(args: argparse.Namespace) -> int:
     from .pipeline import RunOptions, run
 
     try:
-        run(config, RunOptions(skip_sft=args.skip_sft, skip_grpo=args.skip_grpo, resume=args.resume))
+        run(config, RunOptions(skip_sft=args.skip_sft, skip_grpo=args.skip_grpo, resume=args.resume,
+                               preflight=args.preflight))
     except TrainingInterrupted as exc:
         print(f"{exc}\nResume with: {resume_command(args.argv)}", file=sys.stderr)
         return 130

@@ -27,9 +27,11 @@ from .evaluation.evaluator import Evaluator
 from .evaluation.judge import CompletionJudge
 from .logging_setup import setup_logging
 from .model import ModelManager, choose_backend, import_unsloth
-from .model.hardware import free_memory
+from .model.hardware import free_memory, on_cuda
+from .model.unsloth_backend import request_vllm_standby
 from .rewards import build_rewards
 from .run_outputs import RunRecorder
+from .training.arguments import check_trainer_settings
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +43,7 @@ class RunOptions:
     skip_sft: bool = False  # continue from <output_dir>/sft/final (or the base model)
     skip_grpo: bool = False  # stop after SFT
     resume: bool = False  # continue unfinished phases from their newest complete checkpoint
+    preflight: bool | None = None  # one worst-case step per phase first; None = on a CUDA GPU only
 
 
 def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, Any]:
@@ -56,6 +59,7 @@ def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, 
         torch.set_num_threads(config.num_threads)
     (output_dir / "config.yaml").write_text(config.to_yaml())
     recorder = RunRecorder.start(output_dir, resume=options.resume)
+    request_vllm_standby(config)  # read by Unsloth when it is imported, which choosing it may do
     if choose_backend(config.model)[0] == "unsloth":
         import_unsloth()
     try:
@@ -75,8 +79,10 @@ class Run:
         self.config, self.recorder = config, recorder
         self.reward_funcs, self.reward_weights = build_rewards(config.rewards, config.prompt)
         self.manager = ModelManager(config)
+        check_trainer_settings(config, self.manager.backend_name)  # before minutes of loading, not after SFT
         self.grpo_data: GRPOData | None = None
         self.evaluator: Evaluator | None = None
+        self._sft_data: Any = None
 
     def steps(self, options: RunOptions) -> None:
         import transformers  # after the backend (pipeline.run imported Unsloth first when it is the backend)
@@ -88,6 +94,8 @@ class Run:
         grpo_now = not options.skip_grpo and not (options.resume and state.is_done("grpo"))
         self.load_model()  # 1. the model (a builtin demo model is built first)
         self.prepare_grpo_data()  # 2. GRPO data and the held-out problems every evaluation uses
+        if on_cuda() if options.preflight is None else options.preflight:
+            self.preflight(sft_now, grpo_now)  # 2'. one worst-case step per phase: an OOM now, not hours in
         if sft_now:
             if self.config.evaluation.eval_before_sft:
                 self.evaluate("before_sft", -1)  # 3. the untouched model
@@ -121,6 +129,18 @@ class Run:
             self.config, validation, judge, self.grpo_data.max_completion_length
         )
 
+    def preflight(self, sft_now: bool, grpo_now: bool) -> None:
+        from .training.preflight import run_preflight
+
+        run_preflight(self.config, self.manager, self.sft_data() if sft_now else None,
+                      self.grpo_data if grpo_now else None, self.reward_funcs, self.reward_weights)  # fmt: skip
+
+    def sft_data(self) -> Any:
+        """The SFT dataset, loaded once (the preflight and SFT share it)."""
+        if self._sft_data is None:
+            self._sft_data = load_sft_data(self.config, self.manager.tokenizer)
+        return self._sft_data
+
     def evaluate(self, stage: str, step: int, *, record: bool = True, include_sampled: bool = True) -> None:
         if self.evaluator is None:
             return
@@ -134,13 +154,13 @@ class Run:
     def train_sft(self, resume: bool) -> None:
         from .training.sft import SFTPhase
 
-        phase = SFTPhase(self.config, self.manager, load_sft_data(self.config, self.manager.tokenizer),
-                         self.recorder.metrics)
+        phase = SFTPhase(self.config, self.manager, self.sft_data(), self.recorder.metrics)
         result = phase.run(resume=resume)
         self.manager.save_adapter(self.config.sft_adapter_path)
         self.recorder.state.mark_done("sft", steps=result.steps)
         self.recorder.record_phase("sft", result)
         del phase  # hand memory over to GRPO: the trainer, optimizer and data go now
+        self._sft_data = None
         free_memory()
 
     def continue_from_sft(self, record_skip: bool) -> None:

@@ -79,7 +79,8 @@ class RunRecorder:
     def record_phase(self, phase: str, result: Any) -> None:
         """A finished phase's steps and seconds (a ``training.phase.PhaseResult``), and where it resumed from."""
         resumed = {"resumed_from": result.resumed_from} if result.resumed_from else {}
-        self.summary["phases"][phase] = {"steps": result.steps, "seconds": result.seconds, **resumed}
+        self.summary["phases"][phase] = {"steps": result.steps, "seconds": result.seconds, **resumed,
+                                         "settings": result.settings}
         self._write()
 
     def record_skipped(self, phase: str) -> None:

@@ -47,7 +47,9 @@ class GRPOTrainingConfig:
     importance_sampling_level: Literal["token", "sequence"] = option("token", "sequence = GSPO")
     beta: float = option(0.0, "KL coefficient against the reference model (0 = no reference model)")
     epsilon: float = option(0.2, "lower clip range")
-    epsilon_high: float | None = option(None, "upper clip range (clip-higher); null = epsilon")
+    epsilon_high: float | None = option(
+        None, "upper clip range (clip-higher); null = epsilon (for cispo: 5.0, the cap on the importance weight)"
+    )
     scale_rewards: Literal["group", "batch", "none"] = option("group", "how advantages are normalised")
     mask_truncated_completions: bool = option(
         False, "exclude completions cut at max_completion_length from the loss"
@@ -72,6 +74,9 @@ class GRPOTrainingConfig:
     vllm_enable_sleep_mode: bool = option(
         False, "offload vLLM weights while training steps run (saves memory)"
     )
+    vllm_importance_sampling_correction: bool = option(
+        True, "reweight by the trainer/vLLM probability ratio of sampled tokens (TRL's default; Unsloth's is off)"
+    )
     save_path: str = option("grpo_saved_lora", "final adapter; relative paths resolve inside output_dir")
 
     def __post_init__(self) -> None:
@@ -95,6 +100,12 @@ class GRPOTrainingConfig:
         )
         require(self.eval_steps > 0, "eval_steps", f"must be > 0 (got {self.eval_steps})")
         require(self.beta >= 0, "beta", f"must be >= 0 (got {self.beta})")
+        require(
+            not (self.loss_type == "cispo" and self.epsilon_high is not None and self.epsilon_high < 1),
+            "epsilon_high",
+            f"cispo caps the importance weight at epsilon_high itself, so {self.epsilon_high} caps every weight "
+            "below 1; use 4-8 (the ScaleRL paper) or null (5.0)",
+        )
 
 
 def _check_common_training(section: Any) -> None:

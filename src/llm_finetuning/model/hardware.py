@@ -1,24 +1,37 @@
 """The hardware rules every layer must agree on, in one place: weight dtype, mixed precision, activation
-checkpointing, and giving memory back.
+checkpointing, the optimizer, whether Unsloth's vLLM engine can start, and giving memory back.
 
-Loading (model/), the trainers' arguments (training/arguments.py) and the phases' memory handover all ask
-here, so the model's weights and the trainer's precision flags cannot disagree. The rules: on a CPU everything
-is fp32 and activation checkpointing stays off (it only trades compute for GPU memory); on a CUDA GPU the
-weights are bf16 where the GPU supports it, fp16 on older GPUs for LoRA (full fine-tuning keeps fp32 master
-weights and trains under fp16 autocast).
+Loading (model/), the trainers' arguments (training/arguments.py), the memory estimate and the phases' memory
+handover all ask here, so the model's weights and the trainer's flags cannot disagree, and both backends train
+alike. The rules follow what Unsloth does on its own (its compiled trainer and CPU mode rewrite these settings
+when they are left to it), so the hf backend, given the same config, trains the same way:
+
+- CPU: fp32 weights, no autocast, no activation checkpointing (it only trades compute for GPU memory), fused
+  AdamW (Unsloth's CPU mode swaps ``adamw_torch`` and the GPU-only 8-bit/paged optimizers for it).
+- CUDA: weights in bf16 where the GPU has it (fp16 on older GPUs for LoRA; full fine-tuning there keeps fp32
+  master weights); training autocasts to bf16 (fp16 without bf16), fp32 weights included; full fine-tuning of
+  bf16 weights trains them directly, without autocast. 8-bit optimizers need bitsandbytes.
 """
 
 from __future__ import annotations
 
 import gc
+import importlib.util
+import logging
 
 import torch
 
-from ..config import ModelConfig
+from ..config import ConfigError, ModelConfig
 
-__all__ = ["free_memory", "gradient_checkpointing", "mixed_precision", "on_cuda", "resolve_dtype", "unsloth_fast_inference"]
+__all__ = ["free_memory", "gradient_checkpointing", "mixed_precision", "on_cuda", "optimizer", "resolve_dtype",
+           "unsloth_engine_problem", "unsloth_fast_inference"]  # fmt: skip
+
+logger = logging.getLogger(__name__)
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+# Optimizers with CUDA kernels only (bitsandbytes); Unsloth's CPU mode replaces them by fused AdamW.
+_GPU_ONLY_OPTIMIZER_TAGS = ("8bit", "paged", "bnb")
+_CPU_ADAMW = "adamw_torch_fused"  # fused AdamW has CPU kernels (torch >= 2.4)
 
 
 def on_cuda() -> bool:
@@ -39,12 +52,14 @@ def resolve_dtype(model_config: ModelConfig) -> torch.dtype:
 
 
 def mixed_precision(model_config: ModelConfig) -> dict[str, bool]:
-    """The trainers' ``bf16``/``fp16`` flags: bf16 on a CUDA GPU that has it, fp16 on older GPUs, none on CPU."""
-    if not on_cuda() or model_config.dtype == "float32":
+    """The trainers' ``bf16``/``fp16`` autocast flags (Unsloth's compiled trainer applies the same rule)."""
+    if not on_cuda():
         return {"bf16": False, "fp16": False}
-    bf16_ok = torch.cuda.is_bf16_supported()
-    want_bf16 = model_config.dtype == "bfloat16" or (model_config.dtype == "auto" and bf16_ok)
-    return {"bf16": want_bf16, "fp16": not want_bf16}
+    weights = resolve_dtype(model_config)
+    if weights == torch.bfloat16 and not model_config.uses_lora:
+        return {"bf16": False, "fp16": False}  # bf16 full fine-tuning updates the bf16 weights directly
+    bf16 = torch.cuda.is_bf16_supported() and weights != torch.float16
+    return {"bf16": bf16, "fp16": not bf16}
 
 
 def gradient_checkpointing(model_config: ModelConfig) -> bool:
@@ -52,9 +67,47 @@ def gradient_checkpointing(model_config: ModelConfig) -> bool:
     return model_config.gradient_checkpointing and on_cuda()
 
 
+def optimizer(name: str, setting: str) -> str:
+    """The transformers optimizer the trainer gets for the configured ``name`` (``setting`` names the field).
+
+    On a CPU: fused AdamW for ``adamw_torch`` and for the GPU-only 8-bit/paged optimizers (with a notice), as
+    Unsloth's CPU mode does, so both backends train alike. On CUDA an 8-bit optimizer without bitsandbytes is
+    refused up front, before hours of loading (transformers would raise only when the trainer is built).
+    """
+    gpu_only = any(tag in name for tag in _GPU_ONLY_OPTIMIZER_TAGS)
+    if on_cuda():
+        if gpu_only and importlib.util.find_spec("bitsandbytes") is None:
+            raise ConfigError(
+                f"{setting}: {name} needs bitsandbytes, which is not installed; install the gpu extra "
+                f"(uv sync --extra gpu) or set {setting}=adamw_torch"
+            )
+        return name
+    if gpu_only:
+        logger.info("%s: %s has no CPU kernels; training on the CPU with %s", setting, name, _CPU_ADAMW)
+        return _CPU_ADAMW
+    return _CPU_ADAMW if name == "adamw_torch" else name
+
+
+def unsloth_engine_problem(model_config: ModelConfig) -> str | None:
+    """Why Unsloth cannot start its vLLM engine for this config (None when it can, or when none is asked for).
+
+    Unsloth refuses ``fast_inference`` with full fine-tuning (``models/vision.py``) and with LoRA
+    ``modules_to_save`` (``models/llama.py`` get_peft_model), and without CUDA it has no engine at all.
+    """
+    if not model_config.fast_inference:
+        return None
+    if not on_cuda():
+        return "no CUDA GPU"
+    if not model_config.uses_lora:
+        return "Unsloth's vLLM engine does not support full fine-tuning (model.lora is null)"
+    if model_config.lora is not None and model_config.lora.modules_to_save:
+        return "Unsloth's vLLM engine does not support model.lora.modules_to_save"
+    return None
+
+
 def unsloth_fast_inference(model_config: ModelConfig) -> bool:
-    """Whether the Unsloth backend starts its vLLM engine: as configured, never without CUDA (CPU mode has none)."""
-    return model_config.fast_inference and on_cuda()
+    """Whether the Unsloth backend starts its vLLM engine: as configured, where the engine can start."""
+    return model_config.fast_inference and unsloth_engine_problem(model_config) is None
 
 
 def free_memory() -> None:

@@ -16,6 +16,7 @@ This module imports nothing heavy at import time, so it is safe to import on any
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -23,10 +24,10 @@ from typing import Any
 
 import torch
 
-from ..config import ModelConfig
+from ..config import ModelConfig, PipelineConfig
 from ..errors import ModelError
 from .backends import vllm_problem
-from .hardware import resolve_dtype, unsloth_fast_inference
+from .hardware import on_cuda, resolve_dtype, unsloth_engine_problem
 
 __all__ = ["UnslothBackend", "import_unsloth"]
 
@@ -47,6 +48,20 @@ def import_unsloth() -> ModuleType:
     import unsloth
 
     return unsloth
+
+
+def request_vllm_standby(config: PipelineConfig) -> None:
+    """Ask Unsloth's engine for sleep mode when GRPO's ``vllm_enable_sleep_mode`` is on.
+
+    Unsloth reads ``UNSLOTH_VLLM_STANDBY`` once, when it is imported, and its trainer then takes TRL's
+    ``vllm_enable_sleep_mode`` from the engine: set here, the engine and the trainer agree with the config.
+    """
+    wanted = config.grpo_training.vllm_enable_sleep_mode and config.model.fast_inference and on_cuda()
+    if wanted and "unsloth" in sys.modules and os.environ.get("UNSLOTH_VLLM_STANDBY", "0") == "0":
+        logger.warning("grpo_training.vllm_enable_sleep_mode: unsloth was imported before the run could ask "
+                       "for its engine's sleep mode; set UNSLOTH_VLLM_STANDBY=1 before importing it")
+    elif wanted:
+        os.environ.setdefault("UNSLOTH_VLLM_STANDBY", "1")
 
 
 class UnslothBackend:
@@ -115,10 +130,12 @@ def _engine_wanted(model_config: ModelConfig) -> bool:
     """``model.fast_inference`` where a vLLM engine can start; a one-line notice or error where it cannot."""
     if not model_config.fast_inference:
         return False
-    problem = vllm_problem()
-    if not unsloth_fast_inference(model_config):
-        logger.warning("model.fast_inference: off, no CUDA GPU (%s); GRPO generates with model.generate", problem)
+    refused = unsloth_engine_problem(model_config)
+    if refused:
+        context = "" if on_cuda() else f" ({vllm_problem()})"  # without CUDA, also say what vLLM lacks
+        logger.warning("model.fast_inference: off, %s%s; GRPO generates with model.generate", refused, context)
         return False
+    problem = vllm_problem()
     if problem:
         raise ModelError(f"model.fast_inference: {problem}, or set fast_inference: false")
     return True

@@ -9,7 +9,8 @@
 ``--merged`` goes through ``ModelManager.merge_and_save``: the adapter merged into a fresh copy of the base
 (16-bit for GPU-trained models, fp32 stays fp32), with the tokenizer and chat template, loadable by plain
 ``AutoModelForCausalLM`` and by vLLM. A full fine-tune save is already whole and is written as it is.
-``--gguf`` needs the Unsloth backend (CUDA and the gpu extra): Unsloth drives llama.cpp's converter.
+``--gguf`` needs the Unsloth backend (CUDA and the gpu extra): Unsloth drives llama.cpp's converter and writes
+the GGUF files into ``<DIR>_gguf`` beside the merged model in ``DIR``; the command prints each file.
 ``--push-to-hub`` uploads the merged folder (or the adapter when nothing was merged); offline, or without
 a Hub login, it stops with one line before writing anything.
 """
@@ -50,16 +51,23 @@ def config_for_adapter(config: PipelineConfig, adapter: Path) -> PipelineConfig:
     return config.replace(model=dataclasses.replace(config.model, lora=lora))
 
 
-def export_gguf(manager: Any, output: Path, quantization: str) -> Path:
-    """GGUF through Unsloth's llama.cpp integration (the merged 16-bit model, then quantised)."""
+def export_gguf(manager: Any, output: Path, quantization: str) -> list[Path]:
+    """GGUF through Unsloth's llama.cpp integration; the files written, as Unsloth reports them.
+
+    Unsloth writes the merged 16-bit model into ``output`` and the GGUF files beside it, into ``<output>_gguf``
+    (``unsloth/save.py``), and returns where in ``gguf_files``.
+    """
     if manager.backend_name != "unsloth":
         raise ModelError(
             f"--gguf needs the Unsloth backend (CUDA GPU and uv sync --extra gpu), but this run uses "
             f"{manager.backend_name}; export --merged and convert it with llama.cpp's convert_hf_to_gguf.py"
         )
     output.mkdir(parents=True, exist_ok=True)
-    manager.model.save_pretrained_gguf(str(output), manager.tokenizer, quantization_method=quantization)
-    return output
+    written = manager.model.save_pretrained_gguf(str(output), manager.tokenizer, quantization_method=quantization)
+    files = [Path(name) for name in (written or {}).get("gguf_files") or []]
+    if not files:
+        raise ModelError(f"--gguf {output}: Unsloth reported no GGUF file written; see its output above")
+    return files
 
 
 def check_hub(repo_id: str) -> None:
@@ -127,7 +135,7 @@ def export(
             if merged:
                 done["merged"] = str(manager.merge_and_save(merged))
             if gguf:
-                done["gguf"] = str(export_gguf(manager, gguf, quantization))
+                done["gguf"] = ", ".join(str(path) for path in export_gguf(manager, gguf, quantization))
         finally:
             manager.free()
     if repo_id:

@@ -1,10 +1,19 @@
-"""Config sections -> TRL's SFTConfig / GRPOConfig, in one place.
+"""Config sections -> TRL's SFTConfig / GRPOConfig, in one place, so the same config trains the same way on
+every backend.
 
 Every config field whose name is also a field of the TRL config class is copied as it is (our sections use
 TRL's names on purpose), in one loop; what is ours alone, or computed, is set explicitly below with the
-reason. Precision, device and activation checkpointing follow the hardware rules in ``model/hardware.py``,
-never TRL's defaults: TRL 1.x turns bf16 and gradient checkpointing on by default, which fails or wastes time
-on a CPU.
+reason. Precision, device, the optimizer and activation checkpointing follow the hardware rules in
+``model/hardware.py``, never TRL's defaults: TRL 1.x turns bf16 and gradient checkpointing on by default, which
+fails or wastes time on a CPU.
+
+Unsloth's compiled GRPO trainer rewrites settings left unset or set to what it considers a mistake (its
+``models/rl.py``): a null ``epsilon_high`` becomes 0.28 under dapo and 5.0 under cispo, dapo masks truncated
+completions, dr_grpo turns reward scaling off, the vLLM importance-sampling correction is off by default, a
+model with an engine forces ``use_vllm``/colocate/its sleep mode. ``grpo_arguments`` therefore passes every one
+of them explicitly, resolved the same way for both backends, and ``check_trainer_settings`` refuses up front a
+config whose choice Unsloth would override. What the trainer finally used is read back from the built trainer
+(``trainer_settings``) and recorded in ``summary.json``.
 """
 
 from __future__ import annotations
@@ -14,14 +23,38 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from ..config import GRPOTrainingConfig, PipelineConfig, SFTTrainingConfig
-from ..model.hardware import gradient_checkpointing, mixed_precision, on_cuda, unsloth_fast_inference
+from ..config import ConfigError, GRPOTrainingConfig, PipelineConfig, SFTTrainingConfig
+from ..model.hardware import (
+    gradient_checkpointing,
+    mixed_precision,
+    on_cuda,
+    optimizer,
+    unsloth_fast_inference,
+)
+
+__all__ = ["CISPO_EPSILON_HIGH", "GRPO_SETTINGS", "SFT_SETTINGS", "check_trainer_settings", "grpo_arguments",
+           "same_named_fields", "sft_arguments", "trainer_settings", "vllm_wanted"]  # fmt: skip
 
 # Fields of our sections that TRL also has but that we decide ourselves (see grpo_arguments):
 # evaluation runs in our own callback, use_vllm and max_completion_length are resolved from the backend and
-# the data, and the vLLM engine settings only apply to TRL's own engine.
+# the data, the vLLM engine settings only apply to an engine, and the rest are resolved against Unsloth's rewrites.
 _DECIDED_HERE = frozenset({"eval_strategy", "eval_steps", "use_vllm", "max_completion_length", "vllm_mode",
-                           "vllm_enable_sleep_mode"})
+                           "vllm_enable_sleep_mode", "epsilon_high", "scale_rewards", "optim"})
+# CISPO clamps the importance weight at epsilon_high itself (not 1 + epsilon_high), so TRL's fallback to
+# epsilon (0.2) would cap every weight below 1; 5.0 is the ScaleRL paper's value, which Unsloth also sets.
+CISPO_EPSILON_HIGH = 5.0
+
+# What summary.json records of each phase's trainer arguments, read back from the built trainer.
+SFT_SETTINGS = ("max_steps", "num_train_epochs", "per_device_train_batch_size", "gradient_accumulation_steps",
+                "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay", "optim", "max_grad_norm",
+                "bf16", "fp16", "gradient_checkpointing", "max_length", "completion_only_loss", "packing", "seed")
+GRPO_SETTINGS = ("max_steps", "per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
+                 "generation_batch_size", "steps_per_generation", "max_completion_length", "learning_rate",
+                 "lr_scheduler_type", "warmup_steps", "weight_decay", "optim", "max_grad_norm", "bf16", "fp16",
+                 "gradient_checkpointing", "loss_type", "importance_sampling_level", "beta", "epsilon",
+                 "epsilon_high", "scale_rewards", "mask_truncated_completions", "temperature", "top_p", "top_k",
+                 "min_p", "reward_weights", "use_vllm", "vllm_mode", "vllm_enable_sleep_mode",
+                 "vllm_importance_sampling_correction", "seed")  # fmt: skip
 
 
 def same_named_fields(section: Any, trl_class: type) -> dict[str, Any]:
@@ -40,6 +73,7 @@ def common_arguments(
     """What both phases set beyond their section: output, checkpoints, seed, tracker, hardware."""
     # Unsloth applies its own activation checkpointing when it builds the LoRA model
     checkpointing = backend == "hf" and gradient_checkpointing(config.model)
+    phase = "sft_training" if isinstance(section, SFTTrainingConfig) else "grpo_training"
     return {
         "output_dir": str(output_dir),
         "save_strategy": "steps",
@@ -49,6 +83,7 @@ def common_arguments(
         "gradient_checkpointing_kwargs": {"use_reentrant": False} if checkpointing else None,
         "use_cpu": not on_cuda(),
         "eval_strategy": "no",  # our own evaluation callback generates and grades; see training/grpo.py
+        "optim": optimizer(section.optim, f"{phase}.optim"),
         **mixed_precision(config.model),
     }
 
@@ -68,12 +103,36 @@ def sft_arguments(config: PipelineConfig, output_dir: Path, backend: str) -> dic
 
 
 def vllm_wanted(config: PipelineConfig, backend: str) -> bool:
-    """Use vLLM for GRPO generation: as configured, else whenever the backend can."""
+    """Use vLLM for GRPO generation: with Unsloth exactly when its engine runs, else as configured or on CUDA."""
+    if backend == "unsloth":
+        return unsloth_fast_inference(config.model)  # Unsloth's trainer uses the engine whenever there is one
     if config.grpo_training.use_vllm is not None:
         return config.grpo_training.use_vllm
-    if backend == "unsloth":
-        return unsloth_fast_inference(config.model)
     return on_cuda() and importlib.util.find_spec("vllm") is not None
+
+
+def check_trainer_settings(config: PipelineConfig, backend: str) -> None:
+    """Refuse, before any model loads, a config the trainers would reject or silently override."""
+    for phase in ("sft_training", "grpo_training"):
+        optimizer(getattr(config, phase).optim, f"{phase}.optim")
+    section = config.grpo_training
+    if backend == "unsloth" and section.use_vllm and not unsloth_fast_inference(config.model):
+        raise ConfigError(
+            "grpo_training.use_vllm: true, but with the unsloth backend GRPO generates with the engine "
+            "model.fast_inference starts, and none starts here; set model.fast_inference: true on a CUDA GPU, "
+            "or use_vllm: null"
+        )
+    if backend == "unsloth" and unsloth_fast_inference(config.model):
+        if section.use_vllm is False:
+            raise ConfigError(
+                "grpo_training.use_vllm: false, but Unsloth's trainer always generates with the vLLM engine "
+                "model.fast_inference starts; set model.fast_inference: false to generate with model.generate"
+            )
+        if section.vllm_mode != "colocate":
+            raise ConfigError(
+                f"grpo_training.vllm_mode: {section.vllm_mode}, but Unsloth generates with its own colocated "
+                "engine; set vllm_mode: colocate, or model.fast_inference: false to use a vLLM server"
+            )
 
 
 def grpo_arguments(
@@ -89,16 +148,53 @@ def grpo_arguments(
         "max_completion_length": max_completion_length,  # configured, or computed from the data
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
-        "top_k": max(sampling.top_k, 0),  # ours: -1 = off; TRL: 0 = off
+        # "off" is -1 for vLLM (Unsloth rewrites 0 to it) and 0 for model.generate; ours is -1
+        "top_k": sampling.top_k if sampling.top_k > 0 else (-1 if use_vllm else 0),
         "min_p": sampling.min_p or None,
         "reward_weights": reward_weights,
         "use_vllm": use_vllm,
         "log_completions": False,
+        **resolved_against_unsloth(section, unsloth_compiled=hasattr(GRPOConfig, "_unsloth_patched_rl_config")),
     }
+    if use_vllm:
+        arguments.update(vllm_mode=section.vllm_mode, vllm_enable_sleep_mode=section.vllm_enable_sleep_mode)
     if use_vllm and backend == "hf":  # TRL's own engine; Unsloth brings its engine with the model
-        arguments.update(
-            vllm_mode=section.vllm_mode,
-            vllm_gpu_memory_utilization=config.model.gpu_memory_utilization,
-            vllm_enable_sleep_mode=section.vllm_enable_sleep_mode,
-        )
+        arguments.update(vllm_gpu_memory_utilization=config.model.gpu_memory_utilization)
     return arguments
+
+
+def resolved_against_unsloth(section: GRPOTrainingConfig, unsloth_compiled: bool) -> dict[str, Any]:
+    """The settings Unsloth's compiled GRPOConfig would rewrite, resolved to one meaning for both backends.
+
+    ``unsloth_compiled``: ``trl.GRPOConfig`` is Unsloth's compiled class (it replaces TRL's on CUDA, under TRL's
+    name); its one sentinel is needed for dr_grpo with group scaling, which it otherwise turns off.
+    """
+    epsilon_high = section.epsilon_high
+    if epsilon_high is None:  # TRL reads null as epsilon; Unsloth as 0.28 (dapo) or 5.0 (cispo)
+        epsilon_high = CISPO_EPSILON_HIGH if section.loss_type == "cispo" else section.epsilon
+    scale_rewards: str | None = section.scale_rewards
+    if unsloth_compiled and section.loss_type == "dr_grpo" and scale_rewards == "group":
+        scale_rewards = None  # Unsloth's "keep group scaling" (it rewrites an explicit "group" to "none" here)
+    return {
+        "epsilon_high": epsilon_high,
+        "scale_rewards": scale_rewards,
+        "mask_truncated_completions": section.mask_truncated_completions,  # Unsloth: True under dapo if unset
+        "vllm_importance_sampling_correction": section.vllm_importance_sampling_correction,  # Unsloth: False
+        "beta": section.beta,  # Unsloth: 0.001 for losses other than dapo/dr_grpo if unset
+    }
+
+
+def trainer_settings(trainer: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """The named settings as the built trainer will use them (after every library's rewrites), JSON-ready."""
+    args = trainer.args
+    settings = {name: _plain(getattr(args, name, None)) for name in names}
+    if "epsilon_high" in settings and hasattr(trainer, "epsilon_high"):
+        settings["epsilon_high"] = _plain(trainer.epsilon_high)  # the trainer resolves a null to epsilon
+    return settings
+
+
+def _plain(value: Any) -> Any:
+    value = getattr(value, "value", value)  # enums such as OptimizerNames
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value if isinstance(value, (bool, int, float, str)) or value is None else str(value)

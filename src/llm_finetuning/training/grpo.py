@@ -15,13 +15,14 @@ from typing import Any
 from ..config import PipelineConfig
 from ..data import GRPOData
 from ..model import ModelManager
-from .arguments import grpo_arguments
+from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
 from .phase import TrainingPhase
 
 
 class GRPOPhase(TrainingPhase):
     name = "grpo"
+    settings_names = GRPO_SETTINGS
 
     def __init__(
         self,
@@ -30,7 +31,7 @@ class GRPOPhase(TrainingPhase):
         data: GRPOData,
         reward_funcs: list[Any],
         reward_weights: list[float],
-        metrics: MetricsWriter,
+        metrics: MetricsWriter | None,
         evaluate: Callable[[Any, int], None] | None = None,
     ) -> None:
         callbacks = []
@@ -49,7 +50,7 @@ class GRPOPhase(TrainingPhase):
         )
         return GRPOTrainer(
             model=self.manager.model,
-            args=GRPOConfig(**arguments),
+            args=GRPOConfig(**{**arguments, **self.argument_overrides}),
             reward_funcs=self.reward_funcs,
             train_dataset=self.data.train,
             processing_class=self.manager.tokenizer,

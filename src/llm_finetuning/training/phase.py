@@ -11,14 +11,15 @@ import logging
 import time
 import weakref
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import TrainingInterrupted
+from ..errors import ModelError, TrainingInterrupted
 from ..model import ModelManager
-from ..model.hardware import free_memory
+from ..model.hardware import free_memory, on_cuda
 from . import trl_compat
+from .arguments import trainer_settings
 from .callbacks import GracefulStop, MetricsLogging, MetricsWriter
 from .checkpoints import CheckpointMarker, latest_complete_checkpoint
 
@@ -32,20 +33,23 @@ class PhaseResult:
     steps: int
     seconds: float
     resumed_from: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)  # the trainer's arguments as it used them
 
 
 class TrainingPhase(ABC):
     """One training phase over the manager's model (the model outlives the phase; the trainer does not)."""
 
     name = "phase"
+    settings_names: tuple[str, ...] = ()  # the trainer arguments recorded in the summary
 
-    def __init__(self, manager: ModelManager, output_dir: Path, metrics: MetricsWriter,
+    def __init__(self, manager: ModelManager, output_dir: Path, metrics: MetricsWriter | None,
                  callbacks: list[Any] | None = None) -> None:
         self.manager = manager
         self.output_dir = Path(output_dir)
         self.metrics = metrics
         self.callbacks = list(callbacks or [])
         self.trainer_ref: weakref.ref | None = None
+        self.argument_overrides: dict[str, Any] = {}  # applied last to the TRL arguments (the preflight's probe)
 
     @abstractmethod
     def build_trainer(self) -> Any:
@@ -54,6 +58,8 @@ class TrainingPhase(ABC):
     def run(self, resume: bool = False) -> PhaseResult:
         trl_compat.install()
         trainer = self.build_trainer()
+        require_unsloth_trainer(trainer, self.manager.backend_name)
+        settings = trainer_settings(trainer, self.settings_names)
         self.trainer_ref = weakref.ref(trainer)
         stop = GracefulStop()
         for callback in (CheckpointMarker(), MetricsLogging(self.metrics, self.name), stop, *self.callbacks):
@@ -73,7 +79,8 @@ class TrainingPhase(ABC):
             raise TrainingInterrupted(
                 f"{self.name} stopped at step {steps}; a checkpoint was saved in {self.output_dir}"
             )
-        return PhaseResult(steps, round(time.perf_counter() - started, 2), str(checkpoint) if checkpoint else None)
+        return PhaseResult(steps, round(time.perf_counter() - started, 2), str(checkpoint) if checkpoint else None,
+                           settings)
 
     def _checkpoint_to_resume(self, resume: bool) -> Path | None:
         checkpoint = latest_complete_checkpoint(self.output_dir)
@@ -86,6 +93,18 @@ class TrainingPhase(ABC):
             logger.warning("%s: starting over; older checkpoints in %s will be replaced (use --resume to continue)",
                            self.name, self.output_dir)
         return None
+
+
+def require_unsloth_trainer(trainer: Any, backend: str) -> None:
+    """On CUDA the unsloth backend must train with Unsloth's compiled trainer, which Unsloth silently replaces
+    by TRL's own when its patching fails (its warning scrolls by; the run would be slow and differently set)."""
+    if backend != "unsloth" or not on_cuda():
+        return  # without CUDA, Unsloth's CPU mode trains with TRL's trainers on purpose
+    if not any(cls.__name__.startswith("Unsloth") for cls in type(trainer).__mro__):
+        raise ModelError(
+            f"the unsloth backend built TRL's own {type(trainer).__name__}: Unsloth could not patch it (see its "
+            "warning above); reinstall the gpu extra (uv sync --extra gpu --reinstall) or set model.backend: hf"
+        )
 
 
 def release(trainer: Any) -> None:

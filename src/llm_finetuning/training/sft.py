@@ -11,23 +11,25 @@ from typing import Any
 
 from ..config import PipelineConfig
 from ..model import ModelManager
-from .arguments import sft_arguments
+from .arguments import SFT_SETTINGS, sft_arguments
 from .callbacks import MetricsWriter
 from .phase import TrainingPhase
 
 
 class SFTPhase(TrainingPhase):
     name = "sft"
+    settings_names = SFT_SETTINGS
 
     def __init__(self, config: PipelineConfig, manager: ModelManager, train_dataset: Any,
-                 metrics: MetricsWriter) -> None:
+                 metrics: MetricsWriter | None) -> None:
         super().__init__(manager, Path(config.output_dir) / "sft", metrics)
         self.config, self.train_dataset = config, train_dataset
 
     def build_trainer(self) -> Any:
         from trl import SFTConfig, SFTTrainer  # after unsloth, when unsloth is the backend
 
-        args = SFTConfig(**sft_arguments(self.config, self.output_dir, self.manager.backend_name))
+        arguments = sft_arguments(self.config, self.output_dir, self.manager.backend_name)
+        args = SFTConfig(**{**arguments, **self.argument_overrides})
         return SFTTrainer(
             model=self.manager.model, args=args, train_dataset=self.train_dataset,
             processing_class=self.manager.tokenizer,

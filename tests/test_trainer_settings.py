@@ -1,0 +1,214 @@
+"""The same config trains the same way on both backends: the settings Unsloth would rewrite, the hardware rules
+(precision, optimizer) and the up-front refusals, all without a model.
+
+Unsloth's compiled GRPO trainer rewrites what it finds unset or disagrees with (``unsloth/models/rl.py``);
+``grpo_arguments`` passes each of those settings explicitly. The Unsloth lane (``tests/test_unsloth_lane.py``)
+checks the same arguments against Unsloth's real compiled config class.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from types import SimpleNamespace
+from typing import get_args
+
+import pytest
+import torch
+
+from llm_finetuning.config import ConfigError, ModelConfig, PipelineConfig
+from llm_finetuning.config.training import LossType
+from llm_finetuning.errors import ModelError
+from llm_finetuning.model.hardware import mixed_precision, optimizer, resolve_dtype
+from llm_finetuning.training.arguments import (
+    CISPO_EPSILON_HIGH,
+    check_trainer_settings,
+    grpo_arguments,
+    resolved_against_unsloth,
+    sft_arguments,
+    trainer_settings,
+)
+from llm_finetuning.training.phase import require_unsloth_trainer
+
+
+@pytest.fixture
+def cuda(monkeypatch):
+    """A CUDA machine as far as torch's queries tell; ``cuda(bf16=False)`` for a GPU without bf16."""
+
+    def claim(bf16: bool = True) -> None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: bf16)
+
+    return claim
+
+
+@pytest.fixture
+def cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def grpo_section(**values):
+    return PipelineConfig.from_dict({"grpo_training": {"num_generations": 2, **values}}).grpo_training
+
+
+@pytest.mark.parametrize("loss_type", get_args(LossType))
+def test_a_null_epsilon_high_means_epsilon_for_every_loss_but_cispo(loss_type):
+    # Unsloth would turn null into 0.28 under dapo; TRL into epsilon (0.2), which under cispo caps every weight < 1
+    resolved = resolved_against_unsloth(grpo_section(loss_type=loss_type), unsloth_compiled=True)
+    assert resolved["epsilon_high"] == (CISPO_EPSILON_HIGH if loss_type == "cispo" else 0.2)
+    explicit = 6.0 if loss_type == "cispo" else 0.3
+    assert resolved_against_unsloth(grpo_section(loss_type=loss_type, epsilon_high=explicit), False)[
+        "epsilon_high"] == explicit  # fmt: skip
+
+
+def test_settings_unsloth_would_default_differently_are_always_passed():
+    resolved = resolved_against_unsloth(grpo_section(loss_type="dapo"), unsloth_compiled=True)
+    assert resolved["mask_truncated_completions"] is False  # Unsloth: True under an explicit dapo when unset
+    assert resolved["vllm_importance_sampling_correction"] is True  # Unsloth's default is False, TRL's True
+    assert resolved["beta"] == 0.0 and resolved["scale_rewards"] == "group"
+
+
+@pytest.mark.parametrize(("compiled", "scale"), [(True, None), (False, "group")])
+def test_dr_grpo_keeps_group_scaling_through_unsloths_sentinel(compiled, scale):
+    # Unsloth rewrites dr_grpo's explicit "group" to "none"; its "keep scaling" is None (then read as group)
+    resolved = resolved_against_unsloth(grpo_section(loss_type="dr_grpo"), unsloth_compiled=compiled)
+    assert resolved["scale_rewards"] == scale
+    assert resolved_against_unsloth(grpo_section(loss_type="dr_grpo", scale_rewards="none"), compiled)[
+        "scale_rewards"] == "none"  # fmt: skip
+
+
+def test_cispo_with_an_epsilon_high_below_one_is_refused():
+    with pytest.raises(ConfigError, match="cispo caps the importance weight at epsilon_high itself") as info:
+        grpo_section(loss_type="cispo", epsilon_high=0.2)
+    assert "\n" not in str(info.value)
+    assert grpo_section(loss_type="cispo", epsilon_high=6.0).epsilon_high == 6.0
+
+
+@pytest.mark.usefixtures("cpu")
+def test_grpo_arguments_on_a_cpu_pass_every_resolved_setting(tmp_path):
+    config = PipelineConfig.from_dict({"grpo_training": {"num_generations": 2, "loss_type": "cispo"},
+                                       "vllm_sampling": {"top_k": -1}})  # fmt: skip
+    arguments = grpo_arguments(config, tmp_path, "hf", 64, [1.0])
+    assert arguments["epsilon_high"] == CISPO_EPSILON_HIGH and arguments["top_k"] == 0  # 0 = off for generate
+    assert arguments["optim"] == "adamw_torch_fused"  # what Unsloth's CPU mode would swap in
+    assert {"use_vllm": False, "bf16": False, "fp16": False} == {k: arguments[k] for k in ("use_vllm", "bf16", "fp16")}
+    with_vllm = grpo_arguments(config.with_overrides(["grpo_training.use_vllm=true"]), tmp_path, "hf", 64, [1.0])
+    assert with_vllm["top_k"] == -1 and with_vllm["vllm_mode"] == "colocate"  # vLLM's (and Unsloth's) off
+
+
+@pytest.mark.parametrize(
+    ("name", "on_cuda", "has_bitsandbytes", "expected"),
+    [
+        ("adamw_torch", False, False, "adamw_torch_fused"),
+        ("adamw_8bit", False, False, "adamw_torch_fused"),
+        ("paged_adamw_32bit", False, True, "adamw_torch_fused"),
+        ("sgd", False, False, "sgd"),
+        ("adamw_torch", True, False, "adamw_torch"),
+        ("adamw_8bit", True, True, "adamw_8bit"),
+    ],
+)
+def test_the_optimizer_rule(monkeypatch, name, on_cuda, has_bitsandbytes, expected):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: on_cuda)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda mod, *a: (real("json") if has_bitsandbytes else None) if mod == "bitsandbytes" else real(mod, *a))
+    assert optimizer(name, "sft_training.optim") == expected
+
+
+def test_an_8bit_optimizer_on_cuda_without_bitsandbytes_is_refused_before_anything_loads(monkeypatch, cuda):
+    cuda()
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda mod, *a: None if mod == "bitsandbytes" else real(mod, *a))
+    config = PipelineConfig.from_yaml("configs/default_config.yaml")  # optim: adamw_8bit in both phases
+    with pytest.raises(ConfigError) as info:
+        check_trainer_settings(config, "hf")
+    assert str(info.value) == (
+        "sft_training.optim: adamw_8bit needs bitsandbytes, which is not installed; install the gpu extra "
+        "(uv sync --extra gpu) or set sft_training.optim=adamw_torch"
+    )
+
+
+@pytest.mark.parametrize(
+    ("dtype", "lora", "bf16_gpu", "weights", "flags"),
+    [
+        ("auto", True, True, torch.bfloat16, (True, False)),
+        ("auto", False, True, torch.bfloat16, (False, False)),  # bf16 full fine-tuning: no autocast, as Unsloth
+        ("float32", True, True, torch.float32, (True, False)),  # fp32 weights autocast to bf16, as Unsloth
+        ("float32", False, True, torch.float32, (True, False)),
+        ("auto", True, False, torch.float16, (False, True)),
+        ("auto", False, False, torch.float32, (False, True)),  # fp32 master weights under fp16 autocast
+    ],
+)
+def test_precision_on_cuda_follows_one_rule(cuda, dtype, lora, bf16_gpu, weights, flags):
+    cuda(bf16=bf16_gpu)
+    model = ModelConfig(dtype=dtype, lora=ModelConfig().lora if lora else None)
+    assert resolve_dtype(model) == weights
+    assert (mixed_precision(model)["bf16"], mixed_precision(model)["fp16"]) == flags
+
+
+@pytest.mark.usefixtures("cpu")
+def test_a_cpu_trains_fp32_without_autocast():
+    assert mixed_precision(ModelConfig(dtype="auto")) == {"bf16": False, "fp16": False}
+    assert resolve_dtype(ModelConfig(dtype="auto")) == torch.float32
+
+
+def _unsloth_engine_config(*overrides: str) -> PipelineConfig:
+    return PipelineConfig.from_yaml("configs/default_config.yaml", ["sft_training.optim=adamw_torch",
+                                                                    "grpo_training.optim=adamw_torch", *overrides])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["grpo_training.use_vllm=false"], "grpo_training.use_vllm: false, but Unsloth's trainer always generates"),
+        (["grpo_training.vllm_mode=server"], "grpo_training.vllm_mode: server, but Unsloth generates with its own"),
+    ],
+)
+def test_choices_unsloths_engine_would_override_are_refused_up_front(cuda, overrides, message):
+    cuda()
+    with pytest.raises(ConfigError, match=message):
+        check_trainer_settings(_unsloth_engine_config(*overrides), "unsloth")
+    check_trainer_settings(_unsloth_engine_config(*overrides), "hf")  # TRL's own engine takes either
+
+
+@pytest.mark.usefixtures("cpu")
+def test_use_vllm_with_unsloth_but_no_engine_is_refused():
+    with pytest.raises(ConfigError, match="use_vllm: true, but with the unsloth backend GRPO generates with the engine"):
+        check_trainer_settings(_unsloth_engine_config("grpo_training.use_vllm=true"), "unsloth")
+    check_trainer_settings(_unsloth_engine_config(), "unsloth")  # the default (null) is fine
+
+
+class GRPOTrainer:  # stands in for TRL's class: the guard reads only the class names
+    pass
+
+
+class UnslothGRPOTrainer(GRPOTrainer):
+    pass
+
+
+def test_on_cuda_the_unsloth_backend_must_get_unsloths_compiled_trainer(cuda):
+    cuda()
+    require_unsloth_trainer(UnslothGRPOTrainer(), "unsloth")
+    require_unsloth_trainer(GRPOTrainer(), "hf")
+    with pytest.raises(ModelError, match="the unsloth backend built TRL's own GRPOTrainer: Unsloth could not patch it"):
+        require_unsloth_trainer(GRPOTrainer(), "unsloth")
+
+
+@pytest.mark.usefixtures("cpu")
+def test_unsloths_cpu_mode_trains_with_trls_own_trainers_on_purpose():
+    require_unsloth_trainer(GRPOTrainer(), "unsloth")
+
+
+def test_settings_are_read_back_from_the_built_trainer_as_plain_values(tmp_path):
+    from trl import GRPOConfig
+
+    config = PipelineConfig.from_dict({"grpo_training": {"num_generations": 2}})
+    args = GRPOConfig(**grpo_arguments(config, tmp_path, "hf", 64, [1.0, 2.0]))
+    trainer = SimpleNamespace(args=args, epsilon_high=0.2)
+    settings = trainer_settings(trainer, ("optim", "epsilon_high", "reward_weights", "loss_type", "missing"))
+    assert settings == {"optim": args.optim.value, "epsilon_high": 0.2, "reward_weights": [1.0, 2.0],
+                        "loss_type": "dapo", "missing": None}  # fmt: skip
+
+
+@pytest.mark.usefixtures("cpu")
+def test_sft_arguments_take_the_optimizer_rule(tmp_path):
+    assert sft_arguments(PipelineConfig(), tmp_path, "hf")["optim"] == "adamw_torch_fused"
