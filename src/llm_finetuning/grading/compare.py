@@ -28,7 +28,7 @@ from .normalize import strip_variable
 
 MAX_ELEMENTS = 64  # longer lists are compared as text only
 _MATRIX = re.compile(r"^[(\[]?\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}[)\]]?$")
-_CHOICE = re.compile(r"^\(([A-Ea-e])\)$|^([A-E])$")
+_CHOICE = re.compile(r"^\(([A-Ea-e])\)(.*)$|^([A-E])$")  # (C), C, or AMC's "(C) 24"
 _WORD = re.compile(r"[A-Za-z ]*[A-Za-z]{4}[A-Za-z ]*")
 _SEPARATORS = (",", ";", "\\cup")
 _NAME = (
@@ -36,9 +36,10 @@ _NAME = (
 )
 _SIMPLE_LABEL = re.compile(  # x_1, PQ, \angle ABC, \sin\theta, (a,b), S_1:S_2, |CD|, f(2), g(f(3))
     rf"^(?:{_NAME}|\\[a-z]+(?:\^\{{?-?\d\}}?)?{_NAME}|\({_NAME}(?:,{_NAME})+\)|{_NAME}(?::{_NAME})+"
-    rf"|\|{_NAME}\||[A-Za-z]\((?:[^()=]|\([^()=]*\)){{1,16}}\))$"
+    rf"|\|{_NAME}\||[A-Za-z](?:\^\{{?-1\}}?|'+)?\((?:[^()=]|\([^()=]*\)){{1,16}}\))$"
 )
-_LABEL_CHARS = re.compile(r"^(?:[A-Za-z(),:|+\-*/{}'\s]|\\[A-Za-z]+|_\{?\w{1,3}\}?)+$")
+_LABEL_CHARS = re.compile(r"^(?:[A-Za-z(),:|+\-*/{}\[\]'\s]|\\[A-Za-z]+|_\{?\w{1,3}\}?)+$")
+_SCRIPT = re.compile(r"[\^_](?:\{[^{}]*\}|\\?.)")  # a superscript or subscript: a^2, a_{10}
 _INFINITY = re.compile(r"^[+-]?\\infty$")
 
 
@@ -73,14 +74,13 @@ def parse(text: str):
         return _matrix(matrix.group(2))
     pm = [m.start() for m in re.finditer(r"\\(?:pm|mp)(?![a-z])", text)]
     if len(pm) == 1:
-        return Bag(
-            (parse(text[: pm[0]] + "+" + text[pm[0] + 3 :]), parse(text[: pm[0]] + "-" + text[pm[0] + 3 :]))
-        )
+        plus, minus = text[: pm[0]] + "+" + text[pm[0] + 3 :], text[: pm[0]] + "-" + text[pm[0] + 3 :]
+        return Bag((parse(plus), parse(minus)), "pm")
     parts = split_top(text, _SEPARATORS)
     if len(parts) > 1:
-        return Bag(tuple(parse(strip_variable(p)) for p in parts[:MAX_ELEMENTS]))
+        return Bag(_elements(strip_variable(p) for p in parts[:MAX_ELEMENTS]))
     if text.startswith("\\{") and text.endswith("\\}") and _encloses(text, 2):
-        return Bag(tuple(parse(p) for p in split_top(text[2:-2], (",", ";"))[:MAX_ELEMENTS]), "set")
+        return Bag(_elements(split_top(text[2:-2], (",", ";"))[:MAX_ELEMENTS]), "set")
     if text[:1] in "([" and text[-1:] in ")]" and _encloses(text, 1):
         items = split_top(text[1:-1], (",",))
         items = items if len(items) > 1 else split_top(text[1:-1], (";",))
@@ -99,6 +99,15 @@ def parse(text: str):
     if len(ratio) > 1 and all(ratio):
         return Seq(":", ":", tuple(parse(p) for p in ratio[:MAX_ELEMENTS]))
     return text
+
+
+def _elements(parts) -> tuple:
+    """A list's elements, with each ``a \\pm b`` counted as its two values (``\\pm 2, \\pm 3``)."""
+    items = []
+    for part in parts:
+        item = parse(part)
+        items.extend(item.items if isinstance(item, Bag) and item.kind == "pm" else (item,))
+    return tuple(items)
 
 
 def _matrix(body: str) -> Seq:
@@ -181,6 +190,16 @@ def equal(pred, gold, timeout: float) -> bool:
     return False
 
 
+def _same_choice(pred_match, pred: str, gold_match, gold: str, timeout: float) -> bool:
+    """Choices by letter; an AMC-style ``(C) 24`` against a gold that is not a letter by its value."""
+    if pred_match and gold_match:
+        letters = [(m.group(1) or m.group(3)).upper() for m in (pred_match, gold_match)]
+        return letters[0] == letters[1]
+    match, other = (pred_match, gold) if pred_match else (gold_match, pred)
+    value = match.group(2)  # None for a bare letter
+    return bool(value) and scalar_equal(value, other, timeout)
+
+
 def _is_ratio(value) -> bool:
     return isinstance(value, Seq) and value.opening == ":" and all(isinstance(i, str) for i in value.items)
 
@@ -206,16 +225,30 @@ def _equal_equations(pred, gold, timeout: float) -> bool:
 
 
 def _labelled_value(value, broad: bool) -> str | None:
-    """The last side of a chain whose other sides are labels or constants, else ``None``."""
+    """The last side of a chain whose other sides are labels or constants, else ``None``. With
+    ``broad`` (the answer side), a label is also any expression with no number outside its exponents
+    and subscripts (``a^2 + b^2 = 14``, ``E[X] = 6``), or a LaTeX operator the grader does not evaluate
+    (``\\lim_{x \\to 0} … = 1``, ``\\sum_{k=1}^{10} k^2 = 385``, ``\\lfloor … \\rfloor = 14``)."""
     if not isinstance(value, Equation):
         return None
     for side in value.sides[:-1]:
-        label = _SIMPLE_LABEL.match(side) or (
-            broad and not re.search(r"\d", side) and _LABEL_CHARS.match(side)
-        )
+        if broad and _is_operator(side):
+            continue
+        label = _SIMPLE_LABEL.match(side) or (broad and _is_broad_label(side))
         if not (label or _is_constant(side)) or "\\infty" in side:
             return None
     return value.sides[-1]
+
+
+def _is_broad_label(side: str) -> bool:
+    unscripted = _SCRIPT.sub("", side)
+    return not re.search(r"\d", unscripted) and _LABEL_CHARS.match(unscripted) is not None
+
+
+def _is_operator(side: str) -> bool:
+    """A LaTeX operator applied to something (``\\lim``, ``\\sum``, ``\\int``, ``\\lfloor``) that the
+    grader does not evaluate: the side it equals is its value."""
+    return re.search(r"\\[A-Za-z]", side) is not None and expr.to_python(side) is None
 
 
 def _label_text(value: Equation) -> str:
@@ -258,8 +291,7 @@ def scalar_equal(pred: str, gold: str, timeout: float) -> bool:
         return True
     choice_pred, choice_gold = _CHOICE.match(pred), _CHOICE.match(gold)
     if choice_gold or choice_pred:  # multiple choice: "(C)" = "C", case-insensitive
-        letters = [m and (m.group(1) or m.group(2)).upper() for m in (choice_pred, choice_gold)]
-        return bool(letters[0]) and letters[0] == letters[1]
+        return _same_choice(choice_pred, pred, choice_gold, gold, timeout)
     if pred.lower() == gold.lower() and pred.replace(" ", "").isalpha():
         return True
     if _WORD.fullmatch(pred) or _WORD.fullmatch(gold):  # text answers ("Monday") match as text only

@@ -46,6 +46,10 @@ _ANSWER_PHRASE = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
+_FILLER = re.compile(
+    r"^(?:actually|indeed|clearly|simply|just|exactly|now|then|therefore)\b,?\s*", re.IGNORECASE
+)
+_HAS_VALUE = re.compile(r"\d|\\[a-zA-Z]")
 _NUMBER = re.compile(r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)")  # thousands separators allowed: 1,234.5
 
 
@@ -65,16 +69,24 @@ def answer_slot(
 def final_answers(text: str, in_slot: bool = True) -> list[str]:
     """The final answer(s) in ``text`` by the rules in the module docstring; ``[]`` when none.
     Several only for a run of boxes."""
-    text = text.strip()
+    text = after_reasoning(text.strip())
+    if text is None:
+        return []
+    if "<answer>" in text:  # a whole tagged completion placed in a slot
+        inner = answer_slot(text, "", "")
+        return final_answers(inner[0], in_slot) if inner else []
+    phrase = _answer_phrase(text)
     if any(name in text for name in _BOX_NAMES):
-        run = boxed_run(text)
-        return [tidy(box) for box in run if box.strip()] if run else []
+        last_box = max(text.rfind(name) for name in _BOX_NAMES)
+        if phrase is None or phrase[0] < last_box or not _HAS_VALUE.search(phrase[1]):
+            run = boxed_run(text)
+            return [tidy(box) for box in run if box.strip()] if run else []
+        return spans_or_text(phrase[1])  # "\boxed{120}. Wait, … the answer is actually 60."
     if "####" in text:
         answer = after_hashes(text)
         return [tidy(answer)] if answer else []
-    tail = _after_answer_phrase(text)
-    if tail is not None:
-        return spans_or_text(tail) if tail else []
+    if phrase is not None:
+        return spans_or_text(phrase[1]) if phrase[1] else []
     if not in_slot:
         return []
     answer = slot_answer(text)
@@ -154,20 +166,35 @@ def after_hashes(text: str) -> str | None:
     return tidy(line) or None
 
 
-def _after_answer_phrase(text: str) -> str | None:
-    """What follows the last "the answer is"-style phrase ("" when nothing does), or ``None``."""
-    window = text[-20_000:]
+def _answer_phrase(text: str) -> tuple[int, str] | None:
+    """``(position, what follows)`` for the last "the answer is"-style phrase ("" when nothing
+    follows), or ``None``. A filler word after the phrase ("the answer is actually 60") is skipped."""
+    offset = max(0, len(text) - 20_000)
     match = None
-    for match in _ANSWER_PHRASE.finditer(window):
+    for match in _ANSWER_PHRASE.finditer(text, offset):
         pass
     if match is None:
         return None
-    rest = window[match.end() :].lstrip()
+    rest = _FILLER.sub("", text[match.end() :].lstrip(), count=1)
     if rest.startswith(("\\[", "$$")):  # a display equation holds the answer, across lines
         end = rest.find("\\]" if rest.startswith("\\[") else "$$", 2)
-        return rest[: end + 2] if end >= 0 else ""
+        return match.start(), rest[: end + 2] if end >= 0 else ""
     end = _SENTENCE_END.search(rest)
-    return (rest[: end.start()] if end else rest).strip()
+    return match.start(), (rest[: end.start()] if end else rest).strip()
+
+
+def after_reasoning(text: str) -> str | None:
+    """``text`` without a reasoning block: what follows the last ``</think>`` when anything does;
+    ``None`` when a ``<think>`` never closes (a completion cut off while still reasoning).
+
+    >>> after_reasoning("<think>2 + 2 = 4</think> The sum is 4."), after_reasoning("<think>2 + 2 =")
+    (' The sum is 4.', None)
+    """
+    closed = text.rfind("</think>")
+    if text.rfind("<think>") > closed:
+        return None
+    rest = text[closed + len("</think>") :] if closed >= 0 else ""
+    return rest if rest.strip() else text
 
 
 def extract_answer(

@@ -68,9 +68,13 @@ _WRAPPER = re.compile(
     r"|operatorname|boxed|fbox|emph)\s*\{([^{}]*)\}"
 )
 _TEXT_UNIT = re.compile(
-    r"(?<=[\d}).\s])\s*\\(?:text|textnormal|textrm|mathrm|mbox)\s*\{\s*([A-Za-z][A-Za-z .]{0,20})\}"
+    r"(?<=[\d}).\s])\s*\\(?:text|textnormal|textrm|mathrm|mbox)\s*\{\s*([A-Za-z][A-Za-z ./^\d-]{0,20})\}"
     r"\s*(?:\^\s*\{?[23]\}?)?\s*$"
 )
+_BARE_POWER = re.compile(r"\^(\d{2,})")  # plain-text 2^10 means 2^{10}
+_MODULUS = re.compile(r"\s*(?:\\pmod\s*\{?\s*\w+\s*\}?|\(\s*\\?b?mod\s*\{?\s*\w+\s*\}?\s*\))\s*$")
+_BY = re.compile(r"(?<=\d)\s+by\s+(?=-?\d)")  # dimensions: "5 by 8" lists 5 and 8
+_WORD_LABEL = re.compile(r"(?:^|(?<=,))\s*(?<![\\A-Za-z])[A-Za-z]{3,}\s+(?=-?\d)")  # "width 5, length 8"
 _THOUSANDS_SPACED = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _THOUSANDS_BY_SPACE = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")
@@ -102,8 +106,10 @@ def normalize(text: str) -> str:
     text = _set_builder(text)
     text = _numbers_in_words(text)
     text = _strip_units(text)
-    text = _OR_AND.sub(",", text)
+    text = _WORD_LABEL.sub(" ", _BY.sub(",", _OR_AND.sub(",", text)))
     text = strip_variable(text)
+    if text.startswith("=") and not text.startswith("=="):  # "area $= 50$": the label stayed in prose
+        text = text[1:]
     text = without_thousands(text.rstrip(" .,;:").strip())
     mixed = _MIXED.match(text)
     if mixed:
@@ -124,10 +130,22 @@ def _rewrite(text: str) -> str:
     text = _BACKSLASH_SPACE.sub(" ", text)
     for pattern, new in _RELATIONS:
         text = pattern.sub(new, text)
+    text = _BARE_POWER.sub(r"^{\1}", text)
+    if "mod" in text:  # a congruence states its residue: 2^{100} \equiv 2 \pmod{7}
+        text = _MODULUS.sub("", text).replace("\\equiv", "=")
+    if "\\approx" in text:
+        text = _approximate(text)
     unit = _TEXT_UNIT.search(text, max(0, len(text) - 60))
     if unit and re.search(r"\d", text[: unit.start()]) and unit.group(1).strip() not in _KEEP_WORDS:
         text = text[: unit.start()]
     return text
+
+
+def _approximate(text: str) -> str:
+    """``A \\approx B`` is the exact value ``A`` when ``A`` has one (``36\\pi \\approx 113.1``), else the
+    approximation ``B`` (``x \\approx 3.14``, which then matches no exact gold)."""
+    exact, _, approximation = text.partition("\\approx")
+    return exact if re.search(r"\d|\\pi|\\sqrt|\\frac", exact) else approximation
 
 
 def _set_builder(text: str) -> str:

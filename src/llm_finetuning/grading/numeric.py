@@ -36,9 +36,24 @@ FUNCTIONS = {
     "cot": lambda x: 1 / cmath.tan(x), "asec": lambda x: cmath.acos(1 / x),
     "acsc": lambda x: cmath.asin(1 / x), "acot": lambda x: cmath.atan(1 / x),
     "root": lambda x, n: x ** (1 / n), "log": lambda x, b=None: cmath.log(x) / (cmath.log(b) if b is not None else 1),
-    "factorial": lambda x: math.gamma(x.real + 1), "binomial": lambda n, k: math.comb(int(n.real), int(k.real)),
+    "factorial": lambda x: math.factorial(_natural(x)), "binomial": lambda n, k: _binomial(n, _natural(k)),
 }  # fmt: skip
 CONSTANTS = {"pi": math.pi, "E": math.e, "I": 1j}
+
+
+def _natural(value: complex) -> int:
+    """``value`` as a small natural number; anything else has no floating-point verdict here."""
+    if value.imag or value.real != int(value.real) or not 0 <= value.real <= 170:
+        raise ValueError("not a small natural number")
+    return int(value.real)
+
+
+def _binomial(n: complex, k: int) -> complex:
+    """``n choose k`` for any ``n`` (a variable, at a complex point) as ``n (n-1) … (n-k+1) / k!``."""
+    product = complex(1)
+    for i in range(k):
+        product *= n - i
+    return product / math.factorial(k)
 
 
 class _Imprecise(Exception):

@@ -47,14 +47,33 @@ _RESULT_PHRASE = re.compile(
 )
 _COPULA = re.compile(r"\s(?:is|are|was|equals|=)\s|:\s", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
-_HAS_VALUE = re.compile(r"\d")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_NUMBER_WORDS = (  # "one" is left out: "one of the roots", "the one above" are not values
+    r"(?:zero|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
+    r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
+)
+_HAS_VALUE = re.compile(rf"\d|\b{_NUMBER_WORDS}\b", re.IGNORECASE)
+_SCALE_WORDS = r"(?:hundred|thousand|million|billion)"
+_VALUE = re.compile(  # a number in digits or in words ("one hundred and five")
+    rf"-?\d[\d,]*(?:\.\d+)?|\b(?:{_NUMBER_WORDS}|one(?=[ -]+{_SCALE_WORDS}))"
+    rf"(?:(?:[ -]+|\s+and\s+)(?:{_NUMBER_WORDS}|one|{_SCALE_WORDS}))*\b",
+    re.IGNORECASE,
+)
+_HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|not sure|I guess|I think)\b", re.IGNORECASE)
+_LABEL_COLON = re.compile(r"^(?:[A-Za-z]+[ \t]+){0,3}[A-Za-z]+[ \t]*:[ \t]*(?=\S)")  # "Total: $56"
+_QUALIFIER = re.compile(  # a clause after the answer: ", attained when $x = 1$", " because …"
+    r",\s*(?:attained|achieved|obtained|reached|occurring|which|where|when|whenever|with\s+equality)\b"
+    r"|,?\s+(?:since|because)\b",
+    re.IGNORECASE,
+)
 
 
 def slot_answer(text: str) -> str | None:
     """The answer a slot's prose states, by the rules in the module docstring; ``None`` if empty."""
     long = len(text.strip()) > LONG
     text = _LEAD_IN.sub("", text[-MAX_TEXT:].strip(), count=1)
+    labelled = _LABEL_COLON.match(text)
+    if labelled and _HAS_VALUE.search(text, labelled.end()):
+        text = text[labelled.end() :]
     head = _IS_THE_ANSWER.search(text)
     if head:
         return _joined(spans_or_text(_LEAD_IN.sub("", text[: head.start()], count=1)))
@@ -68,6 +87,7 @@ def slot_answer(text: str) -> str | None:
         pass
     if phrase is not None:
         statement = statement[phrase.end() :]
+    statement = without_qualifier(statement)
     groups = math_spans(statement)
     if groups:
         return ", ".join(tidy(span) for span in groups[-1])
@@ -77,16 +97,25 @@ def slot_answer(text: str) -> str | None:
             pass
         if copula is not None:
             return tidy(statement[copula.end() :]) or None
-        numbers = _NUMBER.findall(statement) if long else []
-        if numbers:
-            return numbers[-1]
+        values = _VALUE.findall(statement)
+        if values and (
+            long or (len(values) == 1 and not _HEDGE.search(statement))
+        ):  # "She has 17 marbles left."
+            return values[-1]
     return tidy(statement) or None
+
+
+def without_qualifier(text: str) -> str:
+    """``text`` up to a clause that follows its answer (", attained when …", ", which …"), when a
+    value comes before that clause."""
+    clause = _QUALIFIER.search(text)
+    return text[: clause.start()] if clause and _HAS_VALUE.search(text, 0, clause.start()) else text
 
 
 def spans_or_text(text: str) -> list[str]:
     """The last group of math spans when ``text`` has words besides its math, or math spans and
     connectors only; else the whole text."""
-    text = text[-MAX_TEXT:]
+    text = without_qualifier(text[-MAX_TEXT:])
     groups, outside = math_spans(text), _without_spans(text)
     if groups and (_ANY_WORD.search(outside) or is_connector(outside)):
         return [", ".join(tidy(span) for span in groups[-1])]
@@ -161,7 +190,7 @@ def tidy(answer: str) -> str:
     """Surrounding space, ``**`` emphasis and a sentence's full stop removed."""
     answer = answer.strip().strip("*").strip()
     if answer.endswith(".") and not answer.endswith(".."):
-        answer = answer[:-1].rstrip()
+        answer = answer[:-1].rstrip().rstrip("*").rstrip()  # "**12**."
     return answer
 
 
