@@ -39,6 +39,7 @@ _SIMPLE_LABEL = re.compile(  # x_1, PQ, \angle ABC, \sin\theta, (a,b), S_1:S_2, 
     rf"|\|{_NAME}\||[A-Za-z](?:\^\{{?-1\}}?|'+)?\((?:[^()=]|\([^()=]*\)){{1,16}}\))$"
 )
 _LABEL_CHARS = re.compile(r"^(?:[A-Za-z(),:|+\-*/{}\[\]'\s]|\\[A-Za-z]+|_\{?\w{1,3}\}?)+$")
+_LABEL_EQUALS = re.compile(r"^([A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)=(?!=)")  # "a=", "x_1=", "\\theta="
 _SCRIPT = re.compile(r"[\^_](?:\{[^{}]*\}|\\?.)")  # a superscript or subscript: a^2, a_{10}
 _INFINITY = re.compile(r"^[+-]?\\infty$")
 
@@ -76,9 +77,12 @@ def parse(text: str):
     if len(pm) == 1:
         plus, minus = text[: pm[0]] + "+" + text[pm[0] + 3 :], text[: pm[0]] + "-" + text[pm[0] + 3 :]
         return Bag((parse(plus), parse(minus)), "pm")
+    if "∧" in text:  # relations that must all hold ("x \\leq 2 and x \\neq -1"): their intersection
+        return _intervals(relations.intersection(split_top(text, ("∧",))), text)
     parts = split_top(text, _SEPARATORS)
     if len(parts) > 1:
-        return Bag(_elements(strip_variable(p) for p in parts[:MAX_ELEMENTS]))
+        items = _elements(_list_parts(parts[:MAX_ELEMENTS]))
+        return items[0] if len(items) == 1 else Bag(items)
     if text.startswith("\\{") and text.endswith("\\}") and _encloses(text, 2):
         return Bag(_elements(split_top(text[2:-2], (",", ";"))[:MAX_ELEMENTS]), "set")
     if text[:1] in "([" and text[-1:] in ")]" and _encloses(text, 1):
@@ -90,15 +94,33 @@ def parse(text: str):
     if len(sides) >= 2 and all(sides) and "\\" not in sides[0][-1:]:
         return Equation(tuple(sides[:MAX_ELEMENTS]))
     if relations.RELATION.search(text):
-        found = relations.intervals(text)
-        if found is None:
-            return text
-        pieces = tuple(Seq(opening, closing, (low, high)) for opening, low, high, closing in found)
-        return pieces[0] if len(pieces) == 1 else Bag(pieces, "union")
+        return _intervals(relations.intervals(text), text)
     ratio = split_top(text, (":",))
     if len(ratio) > 1 and all(ratio):
         return Seq(":", ":", tuple(parse(p) for p in ratio[:MAX_ELEMENTS]))
     return text
+
+
+def _intervals(found: list | None, text: str):
+    """Intervals from ``relations`` as a ``Seq``, or a union ``Bag``; ``text`` itself when none."""
+    if not found:
+        return text
+    pieces = tuple(Seq(opening, closing, (low, high)) for opening, low, high, closing in found)
+    return pieces[0] if len(pieces) == 1 else Bag(pieces, "union")
+
+
+def _list_parts(parts: list[str]) -> list[str]:
+    """A list's parts with their leading ``x =`` removed when they all name one variable (solutions:
+    ``x = 2, x = -3``) and kept when they name several (``a = 8, b = 4`` is compared label by
+    label); a restriction such as ``x \\neq 3`` after an answer that is no relation is dropped
+    (``x + 3, x \\neq 3``)."""
+    labels = {m.group(1) for p in parts if (m := _LABEL_EQUALS.match(p))}
+    if len(labels) < 2:
+        parts = [strip_variable(p) for p in parts]
+    restrictions = [p for p in parts if "\\neq" in p and relations.intervals(p)]
+    if restrictions and any(not relations.RELATION.search(p) for p in parts):
+        parts = [p for p in parts if p not in restrictions]
+    return parts
 
 
 def _elements(parts) -> tuple:
@@ -173,6 +195,8 @@ def equal(pred, gold, timeout: float) -> bool:
         return equal(pred.items[0], gold, timeout)
     if isinstance(gold, Seq) and isinstance(pred, Bag) and pred.kind == "list":  # "1, 2" for "(1, 2)"
         pred = Seq(gold.opening, gold.closing, pred.items)
+    if isinstance(pred, Seq) and isinstance(gold, Bag) and _all_labelled(gold):  # (8, 4) for a=8, b=4
+        gold = Seq(pred.opening, pred.closing, gold.items)
     if isinstance(gold, Seq) and isinstance(pred, Seq):
         if _is_ratio(pred) and _is_ratio(gold) and len(pred.items) == len(gold.items) == 2:
             return scalar_equal(_fraction(pred), _fraction(gold), timeout)
@@ -198,6 +222,12 @@ def _same_choice(pred_match, pred: str, gold_match, gold: str, timeout: float) -
     match, other = (pred_match, gold) if pred_match else (gold_match, pred)
     value = match.group(2)  # None for a bare letter
     return bool(value) and scalar_equal(value, other, timeout)
+
+
+def _all_labelled(bag: Bag) -> bool:
+    """A list of equations each naming its own variable (``a=8, b=4``)."""
+    names = [item.sides[0] for item in bag.items if isinstance(item, Equation) and len(item.sides) == 2]
+    return bag.kind == "list" and len(names) == len(bag.items) == len(set(names)) > 1
 
 
 def _is_ratio(value) -> bool:

@@ -105,15 +105,24 @@ def _equal(pred: str, gold: str, timeout: float) -> bool:
         return bool(pred.strip())
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
         return False
-    pred, gold = normalize(pred), normalize(gold)
-    if not pred or not gold:
+    if "\\approx" in pred:  # "36\pi \approx 113.1" states both the exact value and its rounding
+        sides = [side for side in pred.split("\\approx")[:2] if side.strip()]
+        return any(_equal(side, gold, timeout) for side in sides)
+    normal_pred, normal_gold = normalize(pred), normalize(gold)
+    if not normal_pred or not normal_gold:
         return False
-    if pred == gold:
+    if normal_pred == normal_gold:
         return True
-    base = _BASE.match(gold)
+    base = _BASE.match(normal_gold)
     if base:
-        return _same_digits(pred, base)
-    return compare.equal(compare.parse(pred), compare.parse(gold), timeout)
+        return _same_digits(normal_pred, base)
+    if compare.equal(compare.parse(normal_pred), compare.parse(normal_gold), timeout):
+        return True
+    if "=" not in normal_pred + normal_gold:
+        return False
+    # An equation against an answer whose leading "y =" was removed: compare the two equations.
+    labelled = normalize(pred, keep_variable=True), normalize(gold, keep_variable=True)
+    return labelled != (normal_pred, normal_gold) and compare.equal(*map(compare.parse, labelled), timeout)
 
 
 def _same_digits(pred: str, base: re.Match) -> bool:

@@ -79,7 +79,7 @@ _THOUSANDS_SPACED = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _THOUSANDS_BY_SPACE = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")
 _UNIT = re.compile(
-    r"(?<=\s)(?:(?:square|sq\.?|cubic)\s+)?[A-Za-z]{2,}\.?(?:\^\{?[23]\}?)?"
+    r"(?<=\s)(?:(?:square|sq\.?|cubic)\s+)?[A-Za-z][A-Za-z']+\.?(?:\^\{?[23]\}?)?"
     r"(?:\s+(?:per|/)\s+[A-Za-z]+)?(?:\s+(?:and|of)\s+[A-Za-z]+)?\s*$"
 )
 _KEEP_WORDS = {"pi", "infty", "sqrt", "frac", "sin", "cos", "tan", "log", "ln", "cot", "csc", "or", "and"}
@@ -90,13 +90,16 @@ _MIXED = re.compile(r"^(-?\d+)\s+(\d+)\s*/\s*(\d+)$")
 _SPACE_BETWEEN_WORDS = re.compile(r"(?<=[A-Za-z])\s+(?=[A-Za-z])")
 _SPACE = re.compile(r"\s+")
 _OR_AND = re.compile(r"\s+(?:or|and)\s+")
+_AND = re.compile(r"\s+and\s+|\\wedge(?![a-z])|\\land(?![a-z])")
+_RELATION = re.compile(r"\\leq|\\geq|\\neq|<|>")
 _BACKSLASH_SPACE = re.compile(r"(?<!\\)\\ ")  # "\ " is a space; "\\ " is a matrix row end and a space
 _REALS = {"\\mathbb{R}", "\\mathbbR", "\\R", "allrealnumbers", "(-\\infty,\\infty)", "\\mathbb{r}"}
 _EMPTY = {"\\{\\}", "\\emptyset", "{}", "\\O", "\\{\\emptyset\\}"}
 
 
-def normalize(text: str) -> str:
-    """``text`` after the rules in the module docstring (linear time; never raises on a string)."""
+def normalize(text: str, keep_variable: bool = False) -> str:
+    """``text`` after the rules in the module docstring (linear time; never raises on a string);
+    ``keep_variable`` keeps a leading ``y =`` (to compare an equation with an equation)."""
     text = text.strip()
     if len(text) > MAX_NORMALIZE_CHARS:
         return text
@@ -106,8 +109,8 @@ def normalize(text: str) -> str:
     text = _set_builder(text)
     text = _numbers_in_words(text)
     text = _strip_units(text)
-    text = _WORD_LABEL.sub(" ", _BY.sub(",", _OR_AND.sub(",", text)))
-    text = strip_variable(text)
+    text = _WORD_LABEL.sub(" ", _BY.sub(",", _or_and(text)))
+    text = text if keep_variable else strip_variable(text)
     if text.startswith("=") and not text.startswith("=="):  # "area $= 50$": the label stayed in prose
         text = text[1:]
     text = without_thousands(text.rstrip(" .,;:").strip())
@@ -133,19 +136,10 @@ def _rewrite(text: str) -> str:
     text = _BARE_POWER.sub(r"^{\1}", text)
     if "mod" in text:  # a congruence states its residue: 2^{100} \equiv 2 \pmod{7}
         text = _MODULUS.sub("", text).replace("\\equiv", "=")
-    if "\\approx" in text:
-        text = _approximate(text)
     unit = _TEXT_UNIT.search(text, max(0, len(text) - 60))
     if unit and re.search(r"\d", text[: unit.start()]) and unit.group(1).strip() not in _KEEP_WORDS:
         text = text[: unit.start()]
     return text
-
-
-def _approximate(text: str) -> str:
-    """``A \\approx B`` is the exact value ``A`` when ``A`` has one (``36\\pi \\approx 113.1``), else the
-    approximation ``B`` (``x \\approx 3.14``, which then matches no exact gold)."""
-    exact, _, approximation = text.partition("\\approx")
-    return exact if re.search(r"\d|\\pi|\\sqrt|\\frac", exact) else approximation
 
 
 def _set_builder(text: str) -> str:
@@ -203,8 +197,20 @@ def _numbers_in_words(text: str) -> str:
 
 
 def strip_variable(text: str) -> str:
-    """``text`` without a leading ``x =`` / ``x \\in`` (rule 9), for each element of a list too."""
-    return _LEADING_VARIABLE.sub("", text, count=1).strip()
+    """``text`` without a leading ``x =`` / ``x \\in`` (rule 9), for each element of a list too; kept
+    when more equations follow (``a = 4, b = 8`` keeps its labels; ``y = 3^2 = 9`` is a chain)."""
+    match = _LEADING_VARIABLE.match(text)
+    if match is None or (match.group().rstrip().endswith("=") and "=" in text[match.end() :]):
+        return text.strip()
+    return text[match.end() :].strip()
+
+
+def _or_and(text: str) -> str:
+    """``or``/``and`` between spaces list answers; between relations ``and`` is their intersection
+    (``x \\leq 2 and x \\neq -1``), written ``∧``."""
+    if _RELATION.search(text):
+        text = _AND.sub(" ∧ ", text)
+    return _OR_AND.sub(",", text)
 
 
 def _strip_outer_braces(text: str) -> str:

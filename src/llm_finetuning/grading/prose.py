@@ -51,7 +51,8 @@ _NUMBER_WORDS = (  # "one" is left out: "one of the roots", "the one above" are 
     r"(?:zero|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
     r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
 )
-_HAS_VALUE = re.compile(rf"\d|\b{_NUMBER_WORDS}\b", re.IGNORECASE)
+_HAS_VALUE = re.compile(rf"\d|\b{_NUMBER_WORDS}\b|\([A-E]\)", re.IGNORECASE)  # (B): a choice
+_CONCLUSION = re.compile(r"(?:^|[,;]\s*|\s)(?:so|hence|thus|therefore|giving|i\.e\.)\s+", re.IGNORECASE)
 _SCALE_WORDS = r"(?:hundred|thousand|million|billion)"
 _VALUE = re.compile(  # a number in digits or in words ("one hundred and five")
     rf"-?\d[\d,]*(?:\.\d+)?|\b(?:{_NUMBER_WORDS}|one(?=[ -]+{_SCALE_WORDS}))"
@@ -59,6 +60,7 @@ _VALUE = re.compile(  # a number in digits or in words ("one hundred and five")
     re.IGNORECASE,
 )
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|not sure|I guess|I think)\b", re.IGNORECASE)
+_CUT_OFF = re.compile(r"[A-Za-z,;:(+\-=/^_{&\\]\s*$")  # a text ending mid-sentence or mid-formula
 _LABEL_COLON = re.compile(r"^(?:[A-Za-z]+[ \t]+){0,3}[A-Za-z]+[ \t]*:[ \t]*(?=\S)")  # "Total: $56"
 _QUALIFIER = re.compile(  # a clause after the answer: ", attained when $x = 1$", " because …"
     r",\s*(?:attained|achieved|obtained|reached|occurring|which|where|when|whenever|with\s+equality)\b"
@@ -79,12 +81,24 @@ def slot_answer(text: str) -> str | None:
         return _joined(spans_or_text(_LEAD_IN.sub("", text[: head.start()], count=1)))
     if not _is_prose(_without_spans(text)):
         return _joined(spans_or_text(text))
+    if long and _CUT_OFF.search(text):  # a worked solution that stops mid-sentence states nothing
+        return None
     statement = _final_statement(text)
     if statement is None:
         return tidy(text) or None
+    return _statement_answer(statement, long)
+
+
+def _statement_answer(statement: str, long: bool) -> str | None:
+    """The answer a final statement gives (step 3 of the module docstring)."""
     phrase = None
     for phrase in _RESULT_PHRASE.finditer(statement):
         pass
+    if phrase is None:  # "4 red and 6 blue balls, so 10 balls in total": what the statement concludes
+        for phrase in _CONCLUSION.finditer(statement):
+            pass
+        if phrase is not None and not _HAS_VALUE.search(statement, phrase.end()):
+            phrase = None
     if phrase is not None:
         statement = statement[phrase.end() :]
     statement = without_qualifier(statement)
@@ -98,9 +112,8 @@ def slot_answer(text: str) -> str | None:
         if copula is not None:
             return tidy(statement[copula.end() :]) or None
         values = _VALUE.findall(statement)
-        if values and (
-            long or (len(values) == 1 and not _HEDGE.search(statement))
-        ):  # "She has 17 marbles left."
+        single = len(values) == 1 and not _HEDGE.search(statement)  # "She has 17 marbles left."
+        if values and (long or single):
             return values[-1]
     return tidy(statement) or None
 
