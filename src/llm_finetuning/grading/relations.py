@@ -52,8 +52,8 @@ def intersection(parts: list[str]) -> list[Interval] | None:
     """Where every relation in ``parts`` holds (``x \\leq 2`` and ``x \\neq -1``), as intervals; ``None``
     unless they are all about one variable with endpoints that evaluate, or when nothing is left.
 
-    >>> intersection(["x\\leq2", "x\\neq-1"])
-    [('(', '-\\infty', '-1', ')'), ('(', '-1', '2', ']')]
+    >>> intersection(["x\\\\leq2", "x\\\\neq-1"])
+    [('(', '-\\\\infty', '-1', ')'), ('(', '-1', '2', ']')]
     """
     names = {frozenset(_NAME.findall(_COMMAND.sub(" ", part))) for part in parts}
     if len(names) != 1 or len(next(iter(names))) != 1:
