@@ -258,10 +258,14 @@ def _labelled_value(value, broad: bool) -> str | None:
     """The last side of a chain whose other sides are labels or constants, else ``None``. With
     ``broad`` (the answer side), a label is also any expression with no number outside its exponents
     and subscripts (``a^2 + b^2 = 14``, ``E[X] = 6``), or a LaTeX operator the grader does not evaluate
-    (``\\lim_{x \\to 0} … = 1``, ``\\sum_{k=1}^{10} k^2 = 385``, ``\\lfloor … \\rfloor = 14``)."""
+    (``\\lim_{x \\to 0} … = 1``, ``\\sum_{k=1}^{10} k^2 = 385``, ``\\lfloor … \\rfloor = 14``); and a
+    chain ending in a constant needs only its first side to be a label (``y = 2x = 6``)."""
     if not isinstance(value, Equation):
         return None
-    for side in value.sides[:-1]:
+    sides = value.sides[:-1]
+    if broad and len(sides) > 1 and _is_constant(value.sides[-1]):
+        sides = sides[:1]  # y = 2x = 6: a label, the working, then the value
+    for side in sides:
         if broad and _is_operator(side):
             continue
         label = _SIMPLE_LABEL.match(side) or (broad and _is_broad_label(side))

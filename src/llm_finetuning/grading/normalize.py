@@ -109,7 +109,8 @@ def normalize(text: str, keep_variable: bool = False) -> str:
     text = _set_builder(text)
     text = _numbers_in_words(text)
     text = _strip_units(text)
-    text = _WORD_LABEL.sub(" ", _BY.sub(",", _or_and(text)))
+    text = _BY.sub(",", _or_and(text))
+    text = _WORD_LABEL.sub(" ", text) if "," in text else text  # a list of named values
     text = text if keep_variable else strip_variable(text)
     if text.startswith("=") and not text.startswith("=="):  # "area $= 50$": the label stayed in prose
         text = text[1:]

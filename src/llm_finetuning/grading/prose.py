@@ -63,7 +63,8 @@ _HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|not sure|I guess|I th
 _CUT_OFF = re.compile(r"[A-Za-z,;:(+\-=/^_{&\\]\s*$")  # a text ending mid-sentence or mid-formula
 _LABEL_COLON = re.compile(r"^(?:[A-Za-z]+[ \t]+){0,3}[A-Za-z]+[ \t]*:[ \t]*(?=\S)")  # "Total: $56"
 _QUALIFIER = re.compile(  # a clause after the answer: ", attained when $x = 1$", " because …"
-    r",\s*(?:attained|achieved|obtained|reached|occurring|which|where|when|whenever|with\s+equality)\b"
+    r",\s*(?:attained|achieved|obtained|reached|occurring|which(?!\s+(?:is|are|equals|gives))|where|when"
+    r"|whenever|with\s+equality)\b"
     r"|,?\s+(?:since|because)\b",
     re.IGNORECASE,
 )
