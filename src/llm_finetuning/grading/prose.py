@@ -128,12 +128,13 @@ def without_qualifier(text: str) -> str:
 
 def spans_or_text(text: str) -> list[str]:
     """The last group of math spans when ``text`` has words besides its math, or math spans and
-    connectors only; else the whole text."""
+    connectors only; else prose is read as a final statement ("The total is 12 apples.") and
+    anything else is the whole text."""
     text = without_qualifier(text[-MAX_TEXT:])
     groups, outside = math_spans(text), _without_spans(text)
     if groups and (_ANY_WORD.search(outside) or is_connector(outside)):
         return [", ".join(tidy(span) for span in groups[-1])]
-    answer = tidy(text)
+    answer = _statement_answer(text, long=False) if _is_prose(text) else tidy(text)  # "The total is 12."
     return [answer] if answer else []
 
 
