@@ -3,16 +3,21 @@
 An answer is read as one of (``parse``):
 
 * a list of solutions (``1, 2``, ``x=1 \\text{ or } x=-1``, ``\\{1, 2\\}``, ``1 \\pm \\sqrt2``, a union
-  ``A \\cup B``) — compared as a multiset: order free, nothing missing, nothing extra;
+  ``A \\cup B``) — compared as a multiset: order free, nothing missing, nothing extra (a ``\\pm``
+  element is two values; a restriction ``x \\neq 3`` after an answer is no element); elements that
+  name different variables keep their labels (``a = 8, b = 4``) and match label by label, or a tuple
+  in order;
 * a bracketed sequence (tuple, vector, interval, matrix row; ``,`` or ``;`` between items) — same
   brackets, same length, equal element by element, in order; a relation in one variable is an
-  interval or a union of them (``relations``); a ratio ``3:7`` is a sequence too, and a two-term ratio
-  also equals the fraction it makes;
+  interval or a union of them (``relations``; relations joined by ``∧`` by their intersection); a
+  ratio ``3:7`` is a sequence too, and a two-term ratio also equals the fraction it makes;
 * an equation or chain ``a = b = c`` — two equations match side by side or up to a constant factor.
   A chain whose leading sides are labels (``PQ``, ``(a,b)``, ``|CD|``, ``S_1:S_2``, ``f(2)``) or
   constants (``3^2``) stands for its last side when compared with a non-equation. On the gold side
   only simple labels count, so a gold equation ``x + y = 5`` is not read as ``5``; on the answer side
-  any expression without numbers may label (``a + b = 7`` answers a gold ``7``);
+  any expression without numbers outside its exponents may label (``a^2 + b^2 = 14``), and so may an
+  operator the grader does not evaluate (``\\lim … = 3``); ``y = 2x = 6`` is a label, working, a value;
+  an AMC choice ``(C) 24`` answers ``C`` by its letter and ``24`` by its value;
 * a scalar — equal as text, else by exact value (``expr``: Fractions, microseconds), else by a
   floating-point verdict (``numeric``), else by sympy in a killable worker (``symbolic``) under the
   caller's time limit, behind guards against huge powers and factorials.

@@ -6,7 +6,10 @@ gold answers from here), so the two sides of every comparison are read by the sa
 **The slot** (``answer_slot``), first found wins: the last ``<SOLUTION>…</SOLUTION>`` (tags
 configurable), the last ``<answer>…</answer>``; a slot that opens but never closes (a cut-off
 completion) gives ``None``. Without tags the whole completion is searched, but only for explicit
-markers (below, steps 1–3): there is no fallback to the last number of a text.
+markers (below, steps 1–3): there is no fallback to the last number of a text. A reasoning block is
+passed over: the answer follows the last ``</think>``, and a ``<think>`` that never closes (cut off
+while reasoning) gives no answer; a whole tagged completion inside a slot is read from its
+``<answer>…</answer>``.
 
 **The final answer in a slot** (``final_answers``), first rule that applies:
 
@@ -17,7 +20,8 @@ markers (below, steps 1–3): there is no fallback to the last number of a text.
    unbalanced last box (cut off) gives no answer.
 2. ``#### N``: the rest of that line.
 3. "final answer is", "the answer is", "Answer:" (last one): what follows, to the end of the sentence
-   (or the display math that follows).
+   (or the display math that follows). When it comes after the last box and states a value, it
+   overrides the box ("\\boxed{120}. Wait, … the answer is actually 60").
 4. Inside a slot only: the answer its prose states (``prose.slot_answer``: "X is the answer", "the
    result is X", math delimiters around a bare answer, the final statement of a worked solution);
    a bare answer is itself.

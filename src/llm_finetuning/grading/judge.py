@@ -5,7 +5,9 @@ the gold with the same rules (``extract``), normalises both (``normalize``) and 
 structure and values (``compare``). A run of several boxed answers is compared as a set when the gold
 lists several answers (or as a tuple against a tuple of that length), and only its last box otherwise;
 when the gold lists n answers and the last run has fewer boxes, the last n boxes of the slot are
-taken (answers boxed in separate places: "(a) \\boxed{5} … (b) \\boxed{7}").
+taken (answers boxed in separate places: "(a) \\boxed{5} … (b) \\boxed{7}"). An answer ``A \\approx B``
+matches when either side does; an answer whose leading ``y =`` normalisation removed is compared again
+as the equation it was when the other side is an equation (``y = -2x + 5`` = ``2x + y = 5``).
 Nothing here raises: an internal error is "not equal".
 
 ``start_worker()`` starts the sympy worker in the background (cheap, returns at once); graders call it

@@ -8,8 +8,9 @@
    ``\\right`` are dropped (``\\left.`` entirely); an outer ``\\boxed{}``/``\\fbox{}`` is unwrapped.
 3. ``\\dfrac``/``\\tfrac``/``\\cfrac`` become ``\\frac``; relations get one spelling (``\\ge``, ``>=``,
    ``\\geqslant`` → ``\\geq``; ``\\lt`` → ``<``; ``!=``, ``\\ne`` → ``\\neq``); ``\\tan^{-1}`` becomes
-   ``\\arctan`` (and the other inverse trigonometric functions).
-4. A trailing unit in a text wrapper after a number goes (``5\\text{ m}^3``, ``12\\,\\mathrm{cm}``); other
+   ``\\arctan`` (and the other inverse trigonometric functions); ``2^10`` is ``2^{10}``; a congruence
+   gives its residue (a trailing ``\\pmod{7}`` goes, ``\\equiv`` reads as ``=``).
+4. A trailing unit in a text wrapper after a number goes (``5\\text{ m}^3``, ``\\mathrm{m/s^2}``); other
    text wrappers (``\\text``, ``\\textnormal``, ``\\mathrm``, ``\\mathbf``, ``\\operatorname``…) are
    replaced by their contents.
 5. Degrees (``^\\circ``), percent (``\\%``) and dollars (``\\$``) are removed: stripped, not
@@ -21,8 +22,11 @@
 8. Trailing unit words after a number or expression go (``5 cm``, ``12 square units``, ``3 dollars``);
    a lone word answer (``Monday``) is kept.
 9. A word ``or`` / ``and`` between spaces becomes a comma (a list; ``42 or 43`` is then a hedge that
-   matches no single answer). A leading ``x =``, ``y=``, ``\\theta =``, ``f(x) =`` or ``x \\in`` is
-   removed (one variable on the left); other equations are kept and compared as equations.
+   matches no single answer), and ``by`` between numbers (``5 by 8``); between relations ``and`` is
+   their intersection, written ``∧``. In a list a word naming a value goes (``width 5, length 8``). A
+   leading ``x =``, ``y=``, ``\\theta =``, ``f(x) =`` or ``x \\in`` is removed (one variable on the
+   left) unless more equations follow (``a = 4, b = 8``, ``y = 3^2 = 9``); a leading ``=`` goes; other
+   equations are kept and compared as equations.
 10. Trailing punctuation (``.``, ``,``, ``;``, ``:``) and surrounding space are removed.
 11. A mixed number written with a space (``2 1/2``) becomes ``2\\frac{1}{2}``; plain-text functions and
     constants get their backslash (``sqrt(18)``, ``25 pi``); then spaces are removed, except between

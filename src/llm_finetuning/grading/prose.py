@@ -3,14 +3,18 @@
 A slot may hold a sentence or a whole worked solution instead of a bare answer (step 4 of the rules in
 ``extract``). ``slot_answer`` reads it, first rule that applies:
 
-1. "X is the answer" → X; a leading "Answer" / "Hence" / "So" is dropped.
+1. "X is the answer" → X; a leading "Answer" / "Hence" / "So", or a label and colon ("Total: $56"),
+   is dropped.
 2. Math without prose (``$$ 14 $$``, ``\\( 14 \\)``, ``$x=3$, $y=4$``) → the math.
-3. Otherwise the *final statement*: the last sentence holding a digit or math (so "I hope it is
-   correct." is passed over). In it: what follows the last "the result/value/solution is" or "we
-   get"; else its last group of math spans (spans that only "and"/"or"/commas separate form one group,
-   read as a list); else, in prose, what follows its last "is"/"are"/"equals"/"="/":"; else, in a long
-   slot (a worked solution), its last number.
-4. Prose with no digit or math at all (``Monday``, ``no solution``) is the answer as written.
+3. A long slot (a worked solution) that stops mid-sentence or mid-formula states nothing.
+4. Otherwise the *final statement*: the last sentence holding a value (a digit, math, a number word
+   from "two" up, a choice "(B)"), so "I hope it is correct." is passed over. In it: what follows the
+   last "the result/value/solution is" or "we get", else the last "so"/"hence"/"thus"/"therefore"
+   that a value follows; a clause after the answer (", attained when …", ", which …", "because …") is
+   dropped. Then its last group of math spans (spans that only "and"/"or"/commas separate form one
+   group, read as a list); else, in prose, what follows its last "is"/"are"/"equals"/"="/":"; else its
+   one value if it has exactly one and does not hedge ("maybe 7"); else, in a long slot, its last value.
+5. Prose with no value at all (``Monday``, ``no solution``) is the answer as written.
 
 Everything is linear in the text's length: spans are found with ``str.find`` moving forward, and
 sentences are split once.
