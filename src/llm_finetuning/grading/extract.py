@@ -45,10 +45,12 @@ MAX_RUN = 16  # boxes in one run; more is a list of intermediate results, not an
 _BOX_NAMES = ("\\boxed", "\\fbox")
 _BARE_BOX = re.compile(r"[ \t]+([^\s${}]+)")
 _ANSWER_PHRASE = re.compile(
-    r"(?:\b(?:final\s+answer|the\s+answer)[ \t*]*(?:is\b|:)|(?:^|\n)[ \t#*]*(?:final\s+)?answer[ \t*]*(?::|\n))"
-    r"[ \t*]*:?",
+    r"(?:\b(?:final\s+answer|the\s+answer)[ \t*]*(?:is\b|:)"
+    r"|(?:^|\n)[ \t#*]*(?:\\text(?:bf|it)\{)?(?:final\s+)?answer[ \t*]*\}?[ \t]*(?::|\n))"
+    r"[ \t*]*:?\}?",
     re.IGNORECASE,
 )
+_END_MARK = re.compile(r"(?:\$?\\(?:blacksquare|square|Box|qed)\$?|∎|□|Q\.?E\.?D\.?)\s*$")  # end of a proof
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
 _FILLER = re.compile(
     r"^(?:actually|indeed|clearly|simply|just|exactly|now|then|therefore)\b,?\s*", re.IGNORECASE
@@ -76,6 +78,7 @@ def final_answers(text: str, in_slot: bool = True) -> list[str]:
     text = after_reasoning(text.strip())
     if text is None:
         return []
+    text = _END_MARK.sub("", text).rstrip()
     if "<answer>" in text:  # a whole tagged completion placed in a slot
         inner = answer_slot(text, "", "")
         return final_answers(inner[0], in_slot) if inner else []
