@@ -13,7 +13,8 @@ A slot may hold a sentence or a whole worked solution instead of a bare answer (
    that a value follows; a clause after the answer (", attained when …", ", which …", "because …") is
    dropped. Then its last group of math spans (spans that only "and"/"or"/commas separate form one
    group, read as a list); else, in prose, what follows its last "is"/"are"/"equals"/"="/":"; else its
-   one value if it has exactly one and does not hedge ("maybe 7"); else, in a long slot, its last value.
+   one value if it has exactly one and does not hedge or bound it ("maybe 7", "at least 5"); else, in a
+   long slot, its last value.
 5. Prose with no value at all (``Monday``, ``no solution``) is the answer as written.
 
 Everything is linear in the text's length: spans are found with ``str.find`` moving forward, and
@@ -63,7 +64,11 @@ _VALUE = re.compile(  # a number in digits or in words ("one hundred and five")
     rf"(?:(?:[ -]+|\s+and\s+)(?:{_NUMBER_WORDS}|one|{_SCALE_WORDS}))*\b",
     re.IGNORECASE,
 )
-_HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|not sure|I guess|I think)\b", re.IGNORECASE)
+_HEDGE = re.compile(  # a statement that hedges or bounds its value states no value ("at least 5")
+    r"\b(?:maybe|perhaps|possibly|probably|not sure|I guess|I think|either|about|around|roughly|nearly"
+    r"|almost|at (?:least|most)|(?:more|less|fewer|greater|smaller|larger) than|up to|over|under|not)\b",
+    re.IGNORECASE,
+)
 _CUT_OFF = re.compile(r"[A-Za-z,;:(+\-=/^_{&\\]\s*$")  # a text ending mid-sentence or mid-formula
 _LABEL_COLON = re.compile(r"^(?:[A-Za-z]+[ \t]+){0,3}[A-Za-z]+[ \t]*:[ \t]*(?=\S)")  # "Total: $56"
 _QUALIFIER = re.compile(  # a clause after the answer: ", attained when $x = 1$", " because …"
