@@ -76,7 +76,7 @@ _TEXT_UNIT = re.compile(
     r"\s*(?:\^\s*\{?[23]\}?)?\s*$"
 )
 _BARE_POWER = re.compile(r"\^(\d{2,})")  # plain-text 2^10 means 2^{10}
-_MODULUS = re.compile(r"\s*(?:\\pmod\s*\{?\s*\w+\s*\}?|\(\s*\\?b?mod\s*\{?\s*\w+\s*\}?\s*\))\s*$")
+_MODULUS = re.compile(r"(?:\\pmod\s*\{?\s*\w+\s*\}?|\(\s*\\?b?mod\s*\{?\s*\w+\s*\}?\s*\))\s*$")
 _BY = re.compile(r"(?<=\d)\s+by\s+(?=-?\d)")  # dimensions: "5 by 8" lists 5 and 8
 _WORD_LABEL = re.compile(r"(?:^|(?<=,))\s*(?<![\\A-Za-z])[A-Za-z]{3,}\s+(?=-?\d)")  # "width 5, length 8"
 _THOUSANDS_SPACED = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
@@ -93,8 +93,8 @@ _LEADING_VARIABLE = re.compile(
 _MIXED = re.compile(r"^(-?\d+)\s+(\d+)\s*/\s*(\d+)$")
 _SPACE_BETWEEN_WORDS = re.compile(r"(?<=[A-Za-z])\s+(?=[A-Za-z])")
 _SPACE = re.compile(r"\s+")
-_OR_AND = re.compile(r"\s+(?:or|and)\s+")
-_AND = re.compile(r"\s+and\s+|\\wedge(?![a-z])|\\land(?![a-z])")
+_OR_AND = re.compile(r"(?<!\s)\s+(?:or|and)\s+")  # starts a run of spaces only: linear
+_AND = re.compile(r"(?<!\s)\s+and\s+|\\wedge(?![a-z])|\\land(?![a-z])")
 _RELATION = re.compile(r"\\leq|\\geq|\\neq|<|>")
 _BACKSLASH_SPACE = re.compile(r"(?<!\\)\\ ")  # "\ " is a space; "\\ " is a matrix row end and a space
 _REALS = {"\\mathbb{R}", "\\mathbbR", "\\R", "allrealnumbers", "(-\\infty,\\infty)", "\\mathbb{r}"}
@@ -140,7 +140,7 @@ def _rewrite(text: str) -> str:
         text = pattern.sub(new, text)
     text = _BARE_POWER.sub(r"^{\1}", text)
     if "mod" in text:  # a congruence states its residue: 2^{100} \equiv 2 \pmod{7}
-        text = _MODULUS.sub("", text).replace("\\equiv", "=")
+        text = _MODULUS.sub("", text).rstrip().replace("\\equiv", "=")
     unit = _TEXT_UNIT.search(text, max(0, len(text) - 60))
     if unit and re.search(r"\d", text[: unit.start()]) and unit.group(1).strip() not in _KEEP_WORDS:
         text = text[: unit.start()]

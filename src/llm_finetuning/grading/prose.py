@@ -45,7 +45,7 @@ _ANY_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _LEAD_IN = re.compile(
     r"^(?:\**\s*(?:final\s+)?answer\s*\**\s*:?\s*\**|(?:hence|thus|so|therefore|then)\b,?)\s*", re.IGNORECASE
 )
-_IS_THE_ANSWER = re.compile(r"\s+(?:is|are)\s+(?:the|our)\s+(?:final\s+)?answers?\b", re.IGNORECASE)
+_IS_THE_ANSWER = re.compile(r"(?<!\s)\s+(?:is|are)\s+(?:the|our)\s+(?:final\s+)?answers?\b", re.IGNORECASE)
 _RESULT_PHRASE = re.compile(
     r"\b(?:result|value|solution|answer)\s+(?:is|equals|=)\s*:?\s*|\bwe\s+(?:get|obtain|have)\s*:?\s*",
     re.IGNORECASE,
@@ -74,7 +74,7 @@ _LABEL_COLON = re.compile(r"^(?:[A-Za-z]+[ \t]+){0,3}[A-Za-z]+[ \t]*:[ \t]*(?=\S
 _QUALIFIER = re.compile(  # a clause after the answer: ", attained when $x = 1$", " because …"
     r",\s*(?:attained|achieved|obtained|reached|occurring|which(?!\s+(?:is|are|equals|gives))|where|when"
     r"|whenever|with\s+equality)\b"
-    r"|,?\s+(?:since|because)\b",
+    r"|,?(?<!\s)\s+(?:since|because)\b",
     re.IGNORECASE,
 )
 
