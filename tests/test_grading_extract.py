@@ -68,6 +68,15 @@ def test_a_run_of_boxes_is_the_boxes_only_connectors_separate(text, run):
         (r"\text{Monday}", [r"\text{Monday}"]),
         ("x = 2 or x = 3", ["x = 2 or x = 3"]),
         ("72.", ["72"]),
+        ("She has 17 marbles left.", ["17"]),  # one value in the statement
+        ("The polygon has eight sides.", ["eight"]),
+        ("I am not sure, maybe 7", ["I am not sure, maybe 7"]),  # a hedge states no answer
+        ("Total: $56", ["$56"]),
+        ("There are 4 red balls and 6 blue balls, so 10 balls in total.", ["10"]),
+        (r"The minimum is $2\sqrt{2}$, attained at $x = \sqrt{2}$.", [r"2\sqrt{2}"]),
+        ("The number of lattice points is **12**.", ["12"]),
+        ("Answer: The value of x is 12.", ["12"]),
+        ("The correct option is **(B)**.", ["(B)"]),
         ("", []),
     ],
 )
@@ -89,6 +98,49 @@ def test_a_slot_holding_a_sentence_or_math_delimiters_gives_its_answer(slot, ans
 )
 def test_outside_a_slot_only_explicit_markers_count(completion, expected):
     assert extract_answer(completion) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "answers"),
+    [
+        (
+            r"<think>First guess \boxed{12}; no: 24.</think> There are $3 \cdot 4 \cdot 2 = 24$ outfits.",
+            [r"3 \cdot 4 \cdot 2 = 24"],
+        ),
+        ("reasoning without its opening tag</think>\n\n**Answer:** 24", ["24"]),
+        (r"<think>so far 4 \cdot 3 \cdot 2 = 24", []),  # still reasoning when it was cut off
+        ("<think>done</think>\n<answer>59</answer>", ["59"]),  # a whole tagged completion in a slot
+        ("<think>done</think>\n<answer>59", []),
+    ],
+)
+def test_a_reasoning_block_is_passed_over_and_an_unclosed_one_holds_no_answer(text, answers):
+    assert final_answers(text, in_slot=True) == answers
+
+
+@pytest.mark.parametrize(
+    ("text", "answers"),
+    [
+        (r"So the answer is $\boxed{120}$. Wait: $720/12 = 60$. So the answer is actually 60.", ["60"]),
+        (r"The answer is $\boxed{60}$. I hope the answer is correct.", ["60"]),  # no value: the box stands
+        (r"The final answer is $\boxed{60}$.", ["60"]),
+    ],
+)
+def test_an_answer_statement_after_the_last_box_overrides_it_when_it_states_a_value(text, answers):
+    assert final_answers(text, in_slot=False) == answers
+
+
+WORKED = "We multiply the counts for each position and get $4 \\times 3 \\times 2 = 24$ so far. "
+
+
+@pytest.mark.parametrize(
+    ("slot", "answers"),
+    [
+        (WORKED + "Next we must subtract the arrangements where the two vowels sit together, which", []),
+        (WORKED + "That is the number of arrangements we wanted to count.", ["4 \\times 3 \\times 2 = 24"]),
+    ],
+)
+def test_a_worked_solution_that_stops_mid_sentence_states_no_answer(slot, answers):
+    assert final_answers(slot, in_slot=True) == answers
 
 
 def test_answer_slot_prefers_the_configured_tags_and_refuses_a_cut_off_slot():

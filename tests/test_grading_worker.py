@@ -7,10 +7,13 @@ The cold runs are fresh Python processes, so nothing this test process has warme
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from llm_finetuning.grading import expr, is_equivalent, numeric, symbolic, warm_up
+
+TINY_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
 
 # Comparisons past exact rational arithmetic: settled by the floating-point verdict ...
 NUMERIC = [
@@ -94,6 +97,22 @@ def test_build_rewards_starts_the_worker_when_a_reward_grades(call, started):
         "print(symbolic.started())"
     )
     assert run_cold(code) == str(started)
+
+
+def test_building_the_runs_evaluator_starts_the_worker():
+    code = (
+        "from llm_finetuning.config import PipelineConfig\n"
+        "from llm_finetuning.evaluation.evaluator import Evaluator\n"
+        "from llm_finetuning.grading import symbolic\n"
+        "before = symbolic.started()\n"
+        "class Problems(list):\n"
+        "    def select(self, indices):\n"
+        "        return Problems(self[i] for i in indices)\n"
+        f"config = PipelineConfig.from_yaml({str(TINY_CONFIG)!r})\n"
+        "Evaluator.from_config(config, Problems([{'prompt': [], 'answer': '1'}]), judge=None, computed_budget=8)\n"
+        "print(before, symbolic.started())"
+    )
+    assert run_cold(code) == "False True"
 
 
 def test_there_is_one_sympy_name_safelist_and_every_name_in_it_can_be_evaluated():

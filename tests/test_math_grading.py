@@ -107,6 +107,37 @@ def test_extract_answer_uses_the_configured_tags():
         ("11", "1011_2", False),
         (None, "1", False),
         ("1", None, False),
+        ("a = 4, b = 8", "a = 8, b = 4", False),  # labelled lists compare label by label
+        ("b = 4, a = 8", "a = 8, b = 4", True),
+        ("(8, 4)", "a = 8, b = 4", True),
+        ("x = 2, x = -3", "-3, 2", True),  # one variable named throughout: a list of solutions
+        (r"\pm 2, \pm 3", "-3, -2, 2, 3", True),
+        (r"x \leq 2 \text{ and } x \neq -1", r"(-\infty,-1)\cup(-1,2]", True),  # "and": intersection
+        (r"x \le -2 \text{ and } x \ge 5", r"(-\infty,-2]\cup[5,\infty)", False),
+        (r"|x - 1| < 3", "(-2, 4)", True),
+        (r"|x| > 2", r"(-\infty,-2)\cup(2,\infty)", True),
+        (r"x + 3, \ x \neq 3", "x + 3", True),  # a restriction after the answer
+        ("y = -2x + 5", "2x + y = 5", True),
+        ("y = 2x + 5", "2x + y = 5", False),
+        (r"\textbf{(C)}\ 24", "C", True),  # AMC: the letter, or the value
+        (r"\textbf{(C)}\ 24", "24", True),
+        (r"\textbf{(C)}\ 24", "D", False),
+        (r"36\pi \approx 113.1", "113.1", True),  # both sides of \approx
+        (r"36\pi \approx 113.1", r"36\pi", True),
+        (r"\approx 3.14", r"\pi", False),
+        (r"2^{100} \equiv 2 \pmod{7}", "2", True),
+        (r"\lim_{x \to \infty} \frac{3x^2 + 1}{x^2 - 5} = 3", "3", True),  # an operator's value
+        (r"a^2 + b^2 + c^2 = 14", "14", True),
+        ("2x = 6", "6", False),
+        ("y = 2x = 6", "6", True),
+        ("2^10", "1024", True),
+        (r"\binom{n+1}{2} + 1", r"\frac{n^2+n+2}{2}", True),
+        (r"\frac{(2n)!}{n!\,(n+1)!}", r"\frac{1}{n+1}\binom{2n}{n}", True),
+        ("(n+1)!", "n!", False),
+        (r"9.8 \, \mathrm{m/s^2}", "9.8", True),
+        (r"5 \text{ by } 8", "5, 8", True),
+        (r"\text{width } 5, \text{ length } 8", "5, 8", True),
+        ("Maybe 12", "12", False),
     ],
 )
 def test_is_equivalent(pred, gold, expected):

@@ -3,16 +3,21 @@
 An answer is read as one of (``parse``):
 
 * a list of solutions (``1, 2``, ``x=1 \\text{ or } x=-1``, ``\\{1, 2\\}``, ``1 \\pm \\sqrt2``, a union
-  ``A \\cup B``) — compared as a multiset: order free, nothing missing, nothing extra;
+  ``A \\cup B``) — compared as a multiset: order free, nothing missing, nothing extra (a ``\\pm``
+  element is two values; a restriction ``x \\neq 3`` after an answer is no element); elements that
+  name different variables keep their labels (``a = 8, b = 4``) and match label by label, or a tuple
+  in order;
 * a bracketed sequence (tuple, vector, interval, matrix row; ``,`` or ``;`` between items) — same
   brackets, same length, equal element by element, in order; a relation in one variable is an
-  interval or a union of them (``relations``); a ratio ``3:7`` is a sequence too, and a two-term ratio
-  also equals the fraction it makes;
+  interval or a union of them (``relations``; relations joined by ``∧`` by their intersection); a
+  ratio ``3:7`` is a sequence too, and a two-term ratio also equals the fraction it makes;
 * an equation or chain ``a = b = c`` — two equations match side by side or up to a constant factor.
   A chain whose leading sides are labels (``PQ``, ``(a,b)``, ``|CD|``, ``S_1:S_2``, ``f(2)``) or
   constants (``3^2``) stands for its last side when compared with a non-equation. On the gold side
   only simple labels count, so a gold equation ``x + y = 5`` is not read as ``5``; on the answer side
-  any expression without numbers may label (``a + b = 7`` answers a gold ``7``);
+  any expression without numbers outside its exponents may label (``a^2 + b^2 = 14``), and so may an
+  operator the grader does not evaluate (``\\lim … = 3``); ``y = 2x = 6`` is a label, working, a value;
+  an AMC choice ``(C) 24`` answers ``C`` by its letter and ``24`` by its value;
 * a scalar — equal as text, else by exact value (``expr``: Fractions, microseconds), else by a
   floating-point verdict (``numeric``), else by sympy in a killable worker (``symbolic``) under the
   caller's time limit, behind guards against huge powers and factorials.
@@ -28,7 +33,7 @@ from .normalize import strip_variable
 
 MAX_ELEMENTS = 64  # longer lists are compared as text only
 _MATRIX = re.compile(r"^[(\[]?\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}[)\]]?$")
-_CHOICE = re.compile(r"^\(([A-Ea-e])\)$|^([A-E])$")
+_CHOICE = re.compile(r"^\(([A-Ea-e])\)(.*)$|^([A-E])$")  # (C), C, or AMC's "(C) 24"
 _WORD = re.compile(r"[A-Za-z ]*[A-Za-z]{4}[A-Za-z ]*")
 _SEPARATORS = (",", ";", "\\cup")
 _NAME = (
@@ -36,9 +41,11 @@ _NAME = (
 )
 _SIMPLE_LABEL = re.compile(  # x_1, PQ, \angle ABC, \sin\theta, (a,b), S_1:S_2, |CD|, f(2), g(f(3))
     rf"^(?:{_NAME}|\\[a-z]+(?:\^\{{?-?\d\}}?)?{_NAME}|\({_NAME}(?:,{_NAME})+\)|{_NAME}(?::{_NAME})+"
-    rf"|\|{_NAME}\||[A-Za-z]\((?:[^()=]|\([^()=]*\)){{1,16}}\))$"
+    rf"|\|{_NAME}\||[A-Za-z](?:\^\{{?-1\}}?|'+)?\((?:[^()=]|\([^()=]*\)){{1,16}}\))$"
 )
-_LABEL_CHARS = re.compile(r"^(?:[A-Za-z(),:|+\-*/{}'\s]|\\[A-Za-z]+|_\{?\w{1,3}\}?)+$")
+_LABEL_CHARS = re.compile(r"^(?:[A-Za-z(),:|+\-*/{}\[\]'\s]|\\[A-Za-z]+|_\{?\w{1,3}\}?)+$")
+_LABEL_EQUALS = re.compile(r"^([A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)=(?!=)")  # "a=", "x_1=", "\\theta="
+_SCRIPT = re.compile(r"[\^_](?:\{[^{}]*\}|\\?.)")  # a superscript or subscript: a^2, a_{10}
 _INFINITY = re.compile(r"^[+-]?\\infty$")
 
 
@@ -73,14 +80,16 @@ def parse(text: str):
         return _matrix(matrix.group(2))
     pm = [m.start() for m in re.finditer(r"\\(?:pm|mp)(?![a-z])", text)]
     if len(pm) == 1:
-        return Bag(
-            (parse(text[: pm[0]] + "+" + text[pm[0] + 3 :]), parse(text[: pm[0]] + "-" + text[pm[0] + 3 :]))
-        )
+        plus, minus = text[: pm[0]] + "+" + text[pm[0] + 3 :], text[: pm[0]] + "-" + text[pm[0] + 3 :]
+        return Bag((parse(plus), parse(minus)), "pm")
+    if "∧" in text:  # relations that must all hold ("x \\leq 2 and x \\neq -1"): their intersection
+        return _intervals(relations.intersection(split_top(text, ("∧",))), text)
     parts = split_top(text, _SEPARATORS)
     if len(parts) > 1:
-        return Bag(tuple(parse(strip_variable(p)) for p in parts[:MAX_ELEMENTS]))
+        items = _elements(_list_parts(parts[:MAX_ELEMENTS]))
+        return items[0] if len(items) == 1 else Bag(items)
     if text.startswith("\\{") and text.endswith("\\}") and _encloses(text, 2):
-        return Bag(tuple(parse(p) for p in split_top(text[2:-2], (",", ";"))[:MAX_ELEMENTS]), "set")
+        return Bag(_elements(split_top(text[2:-2], (",", ";"))[:MAX_ELEMENTS]), "set")
     if text[:1] in "([" and text[-1:] in ")]" and _encloses(text, 1):
         items = split_top(text[1:-1], (",",))
         items = items if len(items) > 1 else split_top(text[1:-1], (";",))
@@ -90,15 +99,42 @@ def parse(text: str):
     if len(sides) >= 2 and all(sides) and "\\" not in sides[0][-1:]:
         return Equation(tuple(sides[:MAX_ELEMENTS]))
     if relations.RELATION.search(text):
-        found = relations.intervals(text)
-        if found is None:
-            return text
-        pieces = tuple(Seq(opening, closing, (low, high)) for opening, low, high, closing in found)
-        return pieces[0] if len(pieces) == 1 else Bag(pieces, "union")
+        return _intervals(relations.intervals(text), text)
     ratio = split_top(text, (":",))
     if len(ratio) > 1 and all(ratio):
         return Seq(":", ":", tuple(parse(p) for p in ratio[:MAX_ELEMENTS]))
     return text
+
+
+def _intervals(found: list | None, text: str):
+    """Intervals from ``relations`` as a ``Seq``, or a union ``Bag``; ``text`` itself when none."""
+    if not found:
+        return text
+    pieces = tuple(Seq(opening, closing, (low, high)) for opening, low, high, closing in found)
+    return pieces[0] if len(pieces) == 1 else Bag(pieces, "union")
+
+
+def _list_parts(parts: list[str]) -> list[str]:
+    """A list's parts with their leading ``x =`` removed when they all name one variable (solutions:
+    ``x = 2, x = -3``) and kept when they name several (``a = 8, b = 4`` is compared label by
+    label); a restriction such as ``x \\neq 3`` after an answer that is no relation is dropped
+    (``x + 3, x \\neq 3``)."""
+    labels = {m.group(1) for p in parts if (m := _LABEL_EQUALS.match(p))}
+    if len(labels) < 2:
+        parts = [strip_variable(p) for p in parts]
+    restrictions = [p for p in parts if "\\neq" in p and relations.intervals(p)]
+    if restrictions and any(not relations.RELATION.search(p) for p in parts):
+        parts = [p for p in parts if p not in restrictions]
+    return parts
+
+
+def _elements(parts) -> tuple:
+    """A list's elements, with each ``a \\pm b`` counted as its two values (``\\pm 2, \\pm 3``)."""
+    items = []
+    for part in parts:
+        item = parse(part)
+        items.extend(item.items if isinstance(item, Bag) and item.kind == "pm" else (item,))
+    return tuple(items)
 
 
 def _matrix(body: str) -> Seq:
@@ -164,6 +200,8 @@ def equal(pred, gold, timeout: float) -> bool:
         return equal(pred.items[0], gold, timeout)
     if isinstance(gold, Seq) and isinstance(pred, Bag) and pred.kind == "list":  # "1, 2" for "(1, 2)"
         pred = Seq(gold.opening, gold.closing, pred.items)
+    if isinstance(pred, Seq) and isinstance(gold, Bag) and _all_labelled(gold):  # (8, 4) for a=8, b=4
+        gold = Seq(pred.opening, pred.closing, gold.items)
     if isinstance(gold, Seq) and isinstance(pred, Seq):
         if _is_ratio(pred) and _is_ratio(gold) and len(pred.items) == len(gold.items) == 2:
             return scalar_equal(_fraction(pred), _fraction(gold), timeout)
@@ -179,6 +217,22 @@ def equal(pred, gold, timeout: float) -> bool:
         other = gold if ratio is pred else pred
         return isinstance(other, str) and scalar_equal(_fraction(ratio), other, timeout)
     return False
+
+
+def _same_choice(pred_match, pred: str, gold_match, gold: str, timeout: float) -> bool:
+    """Choices by letter; an AMC-style ``(C) 24`` against a gold that is not a letter by its value."""
+    if pred_match and gold_match:
+        letters = [(m.group(1) or m.group(3)).upper() for m in (pred_match, gold_match)]
+        return letters[0] == letters[1]
+    match, other = (pred_match, gold) if pred_match else (gold_match, pred)
+    value = match.group(2)  # None for a bare letter
+    return bool(value) and scalar_equal(value, other, timeout)
+
+
+def _all_labelled(bag: Bag) -> bool:
+    """A list of equations each naming its own variable (``a=8, b=4``)."""
+    names = [item.sides[0] for item in bag.items if isinstance(item, Equation) and len(item.sides) == 2]
+    return bag.kind == "list" and len(names) == len(bag.items) == len(set(names)) > 1
 
 
 def _is_ratio(value) -> bool:
@@ -206,16 +260,34 @@ def _equal_equations(pred, gold, timeout: float) -> bool:
 
 
 def _labelled_value(value, broad: bool) -> str | None:
-    """The last side of a chain whose other sides are labels or constants, else ``None``."""
+    """The last side of a chain whose other sides are labels or constants, else ``None``. With
+    ``broad`` (the answer side), a label is also any expression with no number outside its exponents
+    and subscripts (``a^2 + b^2 = 14``, ``E[X] = 6``), or a LaTeX operator the grader does not evaluate
+    (``\\lim_{x \\to 0} … = 1``, ``\\sum_{k=1}^{10} k^2 = 385``, ``\\lfloor … \\rfloor = 14``); and a
+    chain ending in a constant needs only its first side to be a label (``y = 2x = 6``)."""
     if not isinstance(value, Equation):
         return None
-    for side in value.sides[:-1]:
-        label = _SIMPLE_LABEL.match(side) or (
-            broad and not re.search(r"\d", side) and _LABEL_CHARS.match(side)
-        )
+    sides = value.sides[:-1]
+    if broad and len(sides) > 1 and _is_constant(value.sides[-1]):
+        sides = sides[:1]  # y = 2x = 6: a label, the working, then the value
+    for side in sides:
+        if broad and _is_operator(side):
+            continue
+        label = _SIMPLE_LABEL.match(side) or (broad and _is_broad_label(side))
         if not (label or _is_constant(side)) or "\\infty" in side:
             return None
     return value.sides[-1]
+
+
+def _is_broad_label(side: str) -> bool:
+    unscripted = _SCRIPT.sub("", side)
+    return not re.search(r"\d", unscripted) and _LABEL_CHARS.match(unscripted) is not None
+
+
+def _is_operator(side: str) -> bool:
+    """A LaTeX operator applied to something (``\\lim``, ``\\sum``, ``\\int``, ``\\lfloor``) that the
+    grader does not evaluate: the side it equals is its value."""
+    return re.search(r"\\[A-Za-z]", side) is not None and expr.to_python(side) is None
 
 
 def _label_text(value: Equation) -> str:
@@ -258,8 +330,7 @@ def scalar_equal(pred: str, gold: str, timeout: float) -> bool:
         return True
     choice_pred, choice_gold = _CHOICE.match(pred), _CHOICE.match(gold)
     if choice_gold or choice_pred:  # multiple choice: "(C)" = "C", case-insensitive
-        letters = [m and (m.group(1) or m.group(2)).upper() for m in (choice_pred, choice_gold)]
-        return bool(letters[0]) and letters[0] == letters[1]
+        return _same_choice(choice_pred, pred, choice_gold, gold, timeout)
     if pred.lower() == gold.lower() and pred.replace(" ", "").isalpha():
         return True
     if _WORD.fullmatch(pred) or _WORD.fullmatch(gold):  # text answers ("Monday") match as text only

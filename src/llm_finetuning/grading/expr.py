@@ -27,6 +27,7 @@ MAX_BITS = 20_000  # exact results above ~6,000 digits are refused
 MAX_FACTORIAL = 2_000
 MAX_SYMPY_EXPONENT = 1_000
 MAX_SCIENTIFIC_EXPONENT = 1_000  # 1e999999 would build a million-digit integer
+MAX_SYMBOLIC_CHOOSE = 50  # binom(n, k) with a variable n is a polynomial of degree k
 
 FUNCTIONS = {
     "sin": "sin", "cos": "cos", "tan": "tan", "sec": "sec", "csc": "csc", "cot": "cot",
@@ -337,8 +338,12 @@ def too_big_for_sympy(expression: str) -> bool:
             if exponent is not None and abs(exponent) * _inner_degree(node.left) > MAX_SYMPY_EXPONENT:
                 return True  # also ((x+1)^{50})^{50}: the exponents multiply
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("factorial", "binomial"):
+            # n! needs a small literal n; binom(n, k) only a small literal k (it is a polynomial in n)
+            if _symbolic(node.args[-1]):
+                continue  # n! or binom(2n, n) with a variable n: sympy cannot evaluate it, only rewrite it
             values = [exact_value(ast.unparse(a)) for a in node.args]
-            if any(v is None or v.denominator != 1 or not 0 <= v <= MAX_FACTORIAL for v in values):
+            bound = MAX_FACTORIAL if values[0] is not None else MAX_SYMBOLIC_CHOOSE
+            if any(v is None or v.denominator != 1 or not 0 <= v <= bound for v in values[-1:]):
                 return True
         if (
             isinstance(node, ast.Constant)
@@ -347,6 +352,11 @@ def too_big_for_sympy(expression: str) -> bool:
         ):
             return True
     return False
+
+
+def _symbolic(node: ast.AST) -> bool:
+    """Whether ``node`` holds a variable."""
+    return any(isinstance(n, ast.Name) and n.id.startswith("v_") for n in ast.walk(node))
 
 
 def _inner_degree(node: ast.AST) -> Fraction:

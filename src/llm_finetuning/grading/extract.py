@@ -6,7 +6,10 @@ gold answers from here), so the two sides of every comparison are read by the sa
 **The slot** (``answer_slot``), first found wins: the last ``<SOLUTION>…</SOLUTION>`` (tags
 configurable), the last ``<answer>…</answer>``; a slot that opens but never closes (a cut-off
 completion) gives ``None``. Without tags the whole completion is searched, but only for explicit
-markers (below, steps 1–3): there is no fallback to the last number of a text.
+markers (below, steps 1–3): there is no fallback to the last number of a text. A reasoning block is
+passed over: the answer follows the last ``</think>``, and a ``<think>`` that never closes (cut off
+while reasoning) gives no answer; a whole tagged completion inside a slot is read from its
+``<answer>…</answer>``.
 
 **The final answer in a slot** (``final_answers``), first rule that applies:
 
@@ -17,7 +20,8 @@ markers (below, steps 1–3): there is no fallback to the last number of a text.
    unbalanced last box (cut off) gives no answer.
 2. ``#### N``: the rest of that line.
 3. "final answer is", "the answer is", "Answer:" (last one): what follows, to the end of the sentence
-   (or the display math that follows).
+   (or the display math that follows). When it comes after the last box and states a value, it
+   overrides the box ("\\boxed{120}. Wait, … the answer is actually 60").
 4. Inside a slot only: the answer its prose states (``prose.slot_answer``: "X is the answer", "the
    result is X", math delimiters around a bare answer, the final statement of a worked solution);
    a bare answer is itself.
@@ -41,11 +45,17 @@ MAX_RUN = 16  # boxes in one run; more is a list of intermediate results, not an
 _BOX_NAMES = ("\\boxed", "\\fbox")
 _BARE_BOX = re.compile(r"[ \t]+([^\s${}]+)")
 _ANSWER_PHRASE = re.compile(
-    r"(?:\b(?:final\s+answer|the\s+answer)[ \t*]*(?:is\b|:)|(?:^|\n)[ \t#*]*(?:final\s+)?answer[ \t*]*(?::|\n))"
-    r"[ \t*]*:?",
+    r"(?:\b(?:final\s+answer|the\s+answer)[ \t*]*(?:is\b|:)"
+    r"|(?:^|\n)[ \t#*]*(?:\\text(?:bf|it)\{)?(?:final\s+)?answer[ \t*]*\}?[ \t]*(?::|\n))"
+    r"[ \t*]*:?\}?",
     re.IGNORECASE,
 )
+_END_MARK = re.compile(r"(?:\$?\\(?:blacksquare|square|Box|qed)\$?|∎|□|Q\.?E\.?D\.?)\s*$")  # end of a proof
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
+_FILLER = re.compile(
+    r"^(?:actually|indeed|clearly|simply|just|exactly|now|then|therefore)\b,?\s*", re.IGNORECASE
+)
+_HAS_VALUE = re.compile(r"\d|\\[a-zA-Z]")
 _NUMBER = re.compile(r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)")  # thousands separators allowed: 1,234.5
 
 
@@ -65,16 +75,25 @@ def answer_slot(
 def final_answers(text: str, in_slot: bool = True) -> list[str]:
     """The final answer(s) in ``text`` by the rules in the module docstring; ``[]`` when none.
     Several only for a run of boxes."""
-    text = text.strip()
+    text = after_reasoning(text.strip())
+    if text is None:
+        return []
+    text = _END_MARK.sub("", text).rstrip()
+    if "<answer>" in text:  # a whole tagged completion placed in a slot
+        inner = answer_slot(text, "", "")
+        return final_answers(inner[0], in_slot) if inner else []
+    phrase = _answer_phrase(text)
     if any(name in text for name in _BOX_NAMES):
-        run = boxed_run(text)
-        return [tidy(box) for box in run if box.strip()] if run else []
+        last_box = max(text.rfind(name) for name in _BOX_NAMES)
+        if phrase is None or phrase[0] < last_box or not _HAS_VALUE.search(phrase[1]):
+            run = boxed_run(text)
+            return [tidy(box) for box in run if box.strip()] if run else []
+        return spans_or_text(phrase[1])  # "\boxed{120}. Wait, … the answer is actually 60."
     if "####" in text:
         answer = after_hashes(text)
         return [tidy(answer)] if answer else []
-    tail = _after_answer_phrase(text)
-    if tail is not None:
-        return spans_or_text(tail) if tail else []
+    if phrase is not None:
+        return spans_or_text(phrase[1]) if phrase[1] else []
     if not in_slot:
         return []
     answer = slot_answer(text)
@@ -154,20 +173,35 @@ def after_hashes(text: str) -> str | None:
     return tidy(line) or None
 
 
-def _after_answer_phrase(text: str) -> str | None:
-    """What follows the last "the answer is"-style phrase ("" when nothing does), or ``None``."""
-    window = text[-20_000:]
+def _answer_phrase(text: str) -> tuple[int, str] | None:
+    """``(position, what follows)`` for the last "the answer is"-style phrase ("" when nothing
+    follows), or ``None``. A filler word after the phrase ("the answer is actually 60") is skipped."""
+    offset = max(0, len(text) - 20_000)
     match = None
-    for match in _ANSWER_PHRASE.finditer(window):
+    for match in _ANSWER_PHRASE.finditer(text, offset):
         pass
     if match is None:
         return None
-    rest = window[match.end() :].lstrip()
+    rest = _FILLER.sub("", text[match.end() :].lstrip(), count=1)
     if rest.startswith(("\\[", "$$")):  # a display equation holds the answer, across lines
         end = rest.find("\\]" if rest.startswith("\\[") else "$$", 2)
-        return rest[: end + 2] if end >= 0 else ""
+        return match.start(), rest[: end + 2] if end >= 0 else ""
     end = _SENTENCE_END.search(rest)
-    return (rest[: end.start()] if end else rest).strip()
+    return match.start(), (rest[: end.start()] if end else rest).strip()
+
+
+def after_reasoning(text: str) -> str | None:
+    """``text`` without a reasoning block: what follows the last ``</think>`` when anything does;
+    ``None`` when a ``<think>`` never closes (a completion cut off while still reasoning).
+
+    >>> after_reasoning("<think>2 + 2 = 4</think> The sum is 4."), after_reasoning("<think>2 + 2 =")
+    (' The sum is 4.', None)
+    """
+    closed = text.rfind("</think>")
+    if text.rfind("<think>") > closed:
+        return None
+    rest = text[closed + len("</think>") :] if closed >= 0 else ""
+    return rest if rest.strip() else text
 
 
 def extract_answer(

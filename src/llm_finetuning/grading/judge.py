@@ -5,7 +5,9 @@ the gold with the same rules (``extract``), normalises both (``normalize``) and 
 structure and values (``compare``). A run of several boxed answers is compared as a set when the gold
 lists several answers (or as a tuple against a tuple of that length), and only its last box otherwise;
 when the gold lists n answers and the last run has fewer boxes, the last n boxes of the slot are
-taken (answers boxed in separate places: "(a) \\boxed{5} … (b) \\boxed{7}").
+taken (answers boxed in separate places: "(a) \\boxed{5} … (b) \\boxed{7}"). An answer ``A \\approx B``
+matches when either side does; an answer whose leading ``y =`` normalisation removed is compared again
+as the equation it was when the other side is an equation (``y = -2x + 5`` = ``2x + y = 5``).
 Nothing here raises: an internal error is "not equal".
 
 ``start_worker()`` starts the sympy worker in the background (cheap, returns at once); graders call it
@@ -105,15 +107,24 @@ def _equal(pred: str, gold: str, timeout: float) -> bool:
         return bool(pred.strip())
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
         return False
-    pred, gold = normalize(pred), normalize(gold)
-    if not pred or not gold:
+    if "\\approx" in pred:  # "36\pi \approx 113.1" states both the exact value and its rounding
+        sides = [side for side in pred.split("\\approx")[:2] if side.strip()]
+        return any(_equal(side, gold, timeout) for side in sides)
+    normal_pred, normal_gold = normalize(pred), normalize(gold)
+    if not normal_pred or not normal_gold:
         return False
-    if pred == gold:
+    if normal_pred == normal_gold:
         return True
-    base = _BASE.match(gold)
+    base = _BASE.match(normal_gold)
     if base:
-        return _same_digits(pred, base)
-    return compare.equal(compare.parse(pred), compare.parse(gold), timeout)
+        return _same_digits(normal_pred, base)
+    if compare.equal(compare.parse(normal_pred), compare.parse(normal_gold), timeout):
+        return True
+    if "=" not in normal_pred + normal_gold:
+        return False
+    # An equation against an answer whose leading "y =" was removed: compare the two equations.
+    labelled = normalize(pred, keep_variable=True), normalize(gold, keep_variable=True)
+    return labelled != (normal_pred, normal_gold) and compare.equal(*map(compare.parse, labelled), timeout)
 
 
 def _same_digits(pred: str, base: re.Match) -> bool:

@@ -8,8 +8,9 @@
    ``\\right`` are dropped (``\\left.`` entirely); an outer ``\\boxed{}``/``\\fbox{}`` is unwrapped.
 3. ``\\dfrac``/``\\tfrac``/``\\cfrac`` become ``\\frac``; relations get one spelling (``\\ge``, ``>=``,
    ``\\geqslant`` → ``\\geq``; ``\\lt`` → ``<``; ``!=``, ``\\ne`` → ``\\neq``); ``\\tan^{-1}`` becomes
-   ``\\arctan`` (and the other inverse trigonometric functions).
-4. A trailing unit in a text wrapper after a number goes (``5\\text{ m}^3``, ``12\\,\\mathrm{cm}``); other
+   ``\\arctan`` (and the other inverse trigonometric functions); ``2^10`` is ``2^{10}``; a congruence
+   gives its residue (a trailing ``\\pmod{7}`` goes, ``\\equiv`` reads as ``=``).
+4. A trailing unit in a text wrapper after a number goes (``5\\text{ m}^3``, ``\\mathrm{m/s^2}``); other
    text wrappers (``\\text``, ``\\textnormal``, ``\\mathrm``, ``\\mathbf``, ``\\operatorname``…) are
    replaced by their contents.
 5. Degrees (``^\\circ``), percent (``\\%``) and dollars (``\\$``) are removed: stripped, not
@@ -21,8 +22,11 @@
 8. Trailing unit words after a number or expression go (``5 cm``, ``12 square units``, ``3 dollars``);
    a lone word answer (``Monday``) is kept.
 9. A word ``or`` / ``and`` between spaces becomes a comma (a list; ``42 or 43`` is then a hedge that
-   matches no single answer). A leading ``x =``, ``y=``, ``\\theta =``, ``f(x) =`` or ``x \\in`` is
-   removed (one variable on the left); other equations are kept and compared as equations.
+   matches no single answer), and ``by`` between numbers (``5 by 8``); between relations ``and`` is
+   their intersection, written ``∧``. In a list a word naming a value goes (``width 5, length 8``). A
+   leading ``x =``, ``y=``, ``\\theta =``, ``f(x) =`` or ``x \\in`` is removed (one variable on the
+   left) unless more equations follow (``a = 4, b = 8``, ``y = 3^2 = 9``); a leading ``=`` goes; other
+   equations are kept and compared as equations.
 10. Trailing punctuation (``.``, ``,``, ``;``, ``:``) and surrounding space are removed.
 11. A mixed number written with a space (``2 1/2``) becomes ``2\\frac{1}{2}``; plain-text functions and
     constants get their backslash (``sqrt(18)``, ``25 pi``); then spaces are removed, except between
@@ -68,14 +72,18 @@ _WRAPPER = re.compile(
     r"|operatorname|boxed|fbox|emph)\s*\{([^{}]*)\}"
 )
 _TEXT_UNIT = re.compile(
-    r"(?<=[\d}).\s])\s*\\(?:text|textnormal|textrm|mathrm|mbox)\s*\{\s*([A-Za-z][A-Za-z .]{0,20})\}"
+    r"(?<=[\d}).\s])\s*\\(?:text|textnormal|textrm|mathrm|mbox)\s*\{\s*([A-Za-z][A-Za-z ./^\d-]{0,20})\}"
     r"\s*(?:\^\s*\{?[23]\}?)?\s*$"
 )
+_BARE_POWER = re.compile(r"\^(\d{2,})")  # plain-text 2^10 means 2^{10}
+_MODULUS = re.compile(r"(?:\\pmod\s*\{?\s*\w+\s*\}?|\(\s*\\?b?mod\s*\{?\s*\w+\s*\}?\s*\))\s*$")
+_BY = re.compile(r"(?<=\d)\s+by\s+(?=-?\d)")  # dimensions: "5 by 8" lists 5 and 8
+_WORD_LABEL = re.compile(r"(?:^|(?<=,))\s*(?<![\\A-Za-z])[A-Za-z]{3,}\s+(?=-?\d)")  # "width 5, length 8"
 _THOUSANDS_SPACED = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _THOUSANDS_BY_SPACE = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")
 _UNIT = re.compile(
-    r"(?<=\s)(?:(?:square|sq\.?|cubic)\s+)?[A-Za-z]{2,}\.?(?:\^\{?[23]\}?)?"
+    r"(?<=\s)(?:(?:square|sq\.?|cubic)\s+)?[A-Za-z][A-Za-z']+\.?(?:\^\{?[23]\}?)?"
     r"(?:\s+(?:per|/)\s+[A-Za-z]+)?(?:\s+(?:and|of)\s+[A-Za-z]+)?\s*$"
 )
 _KEEP_WORDS = {"pi", "infty", "sqrt", "frac", "sin", "cos", "tan", "log", "ln", "cot", "csc", "or", "and"}
@@ -85,14 +93,17 @@ _LEADING_VARIABLE = re.compile(
 _MIXED = re.compile(r"^(-?\d+)\s+(\d+)\s*/\s*(\d+)$")
 _SPACE_BETWEEN_WORDS = re.compile(r"(?<=[A-Za-z])\s+(?=[A-Za-z])")
 _SPACE = re.compile(r"\s+")
-_OR_AND = re.compile(r"\s+(?:or|and)\s+")
+_OR_AND = re.compile(r"(?<!\s)\s+(?:or|and)\s+")  # starts a run of spaces only: linear
+_AND = re.compile(r"(?<!\s)\s+and\s+|\\wedge(?![a-z])|\\land(?![a-z])")
+_RELATION = re.compile(r"\\leq|\\geq|\\neq|<|>")
 _BACKSLASH_SPACE = re.compile(r"(?<!\\)\\ ")  # "\ " is a space; "\\ " is a matrix row end and a space
 _REALS = {"\\mathbb{R}", "\\mathbbR", "\\R", "allrealnumbers", "(-\\infty,\\infty)", "\\mathbb{r}"}
 _EMPTY = {"\\{\\}", "\\emptyset", "{}", "\\O", "\\{\\emptyset\\}"}
 
 
-def normalize(text: str) -> str:
-    """``text`` after the rules in the module docstring (linear time; never raises on a string)."""
+def normalize(text: str, keep_variable: bool = False) -> str:
+    """``text`` after the rules in the module docstring (linear time; never raises on a string);
+    ``keep_variable`` keeps a leading ``y =`` (to compare an equation with an equation)."""
     text = text.strip()
     if len(text) > MAX_NORMALIZE_CHARS:
         return text
@@ -102,8 +113,11 @@ def normalize(text: str) -> str:
     text = _set_builder(text)
     text = _numbers_in_words(text)
     text = _strip_units(text)
-    text = _OR_AND.sub(",", text)
-    text = strip_variable(text)
+    text = _BY.sub(",", _or_and(text))
+    text = _WORD_LABEL.sub(" ", text) if "," in text else text  # a list of named values
+    text = text if keep_variable else strip_variable(text)
+    if text.startswith("=") and not text.startswith("=="):  # "area $= 50$": the label stayed in prose
+        text = text[1:]
     text = without_thousands(text.rstrip(" .,;:").strip())
     mixed = _MIXED.match(text)
     if mixed:
@@ -124,6 +138,9 @@ def _rewrite(text: str) -> str:
     text = _BACKSLASH_SPACE.sub(" ", text)
     for pattern, new in _RELATIONS:
         text = pattern.sub(new, text)
+    text = _BARE_POWER.sub(r"^{\1}", text)
+    if "mod" in text:  # a congruence states its residue: 2^{100} \equiv 2 \pmod{7}
+        text = _MODULUS.sub("", text).rstrip().replace("\\equiv", "=")
     unit = _TEXT_UNIT.search(text, max(0, len(text) - 60))
     if unit and re.search(r"\d", text[: unit.start()]) and unit.group(1).strip() not in _KEEP_WORDS:
         text = text[: unit.start()]
@@ -185,8 +202,20 @@ def _numbers_in_words(text: str) -> str:
 
 
 def strip_variable(text: str) -> str:
-    """``text`` without a leading ``x =`` / ``x \\in`` (rule 9), for each element of a list too."""
-    return _LEADING_VARIABLE.sub("", text, count=1).strip()
+    """``text`` without a leading ``x =`` / ``x \\in`` (rule 9), for each element of a list too; kept
+    when more equations follow (``a = 4, b = 8`` keeps its labels; ``y = 3^2 = 9`` is a chain)."""
+    match = _LEADING_VARIABLE.match(text)
+    if match is None or (match.group().rstrip().endswith("=") and "=" in text[match.end() :]):
+        return text.strip()
+    return text[match.end() :].strip()
+
+
+def _or_and(text: str) -> str:
+    """``or``/``and`` between spaces list answers; between relations ``and`` is their intersection
+    (``x \\leq 2 and x \\neq -1``), written ``∧``."""
+    if _RELATION.search(text):
+        text = _AND.sub(" ∧ ", text)
+    return _OR_AND.sub(",", text)
 
 
 def _strip_outer_braces(text: str) -> str:

@@ -3,14 +3,19 @@
 A slot may hold a sentence or a whole worked solution instead of a bare answer (step 4 of the rules in
 ``extract``). ``slot_answer`` reads it, first rule that applies:
 
-1. "X is the answer" → X; a leading "Answer" / "Hence" / "So" is dropped.
+1. "X is the answer" → X; a leading "Answer" / "Hence" / "So", or a label and colon ("Total: $56"),
+   is dropped.
 2. Math without prose (``$$ 14 $$``, ``\\( 14 \\)``, ``$x=3$, $y=4$``) → the math.
-3. Otherwise the *final statement*: the last sentence holding a digit or math (so "I hope it is
-   correct." is passed over). In it: what follows the last "the result/value/solution is" or "we
-   get"; else its last group of math spans (spans that only "and"/"or"/commas separate form one group,
-   read as a list); else, in prose, what follows its last "is"/"are"/"equals"/"="/":"; else, in a long
-   slot (a worked solution), its last number.
-4. Prose with no digit or math at all (``Monday``, ``no solution``) is the answer as written.
+3. A long slot (a worked solution) that stops mid-sentence or mid-formula states nothing.
+4. Otherwise the *final statement*: the last sentence holding a value (a digit, math, a number word
+   from "two" up, a choice "(B)"), so "I hope it is correct." is passed over. In it: what follows the
+   last "the result/value/solution is" or "we get", else the last "so"/"hence"/"thus"/"therefore"
+   that a value follows; a clause after the answer (", attained when …", ", which …", "because …") is
+   dropped. Then its last group of math spans (spans that only "and"/"or"/commas separate form one
+   group, read as a list); else, in prose, what follows its last "is"/"are"/"equals"/"="/":"; else its
+   one value if it has exactly one and does not hedge or bound it ("maybe 7", "at least 5"); else, in a
+   long slot, its last value.
+5. Prose with no value at all (``Monday``, ``no solution``) is the answer as written.
 
 Everything is linear in the text's length: spans are found with ``str.find`` moving forward, and
 sentences are split once.
@@ -40,34 +45,73 @@ _ANY_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _LEAD_IN = re.compile(
     r"^(?:\**\s*(?:final\s+)?answer\s*\**\s*:?\s*\**|(?:hence|thus|so|therefore|then)\b,?)\s*", re.IGNORECASE
 )
-_IS_THE_ANSWER = re.compile(r"\s+(?:is|are)\s+(?:the|our)\s+(?:final\s+)?answers?\b", re.IGNORECASE)
+_IS_THE_ANSWER = re.compile(r"(?<!\s)\s+(?:is|are)\s+(?:the|our)\s+(?:final\s+)?answers?\b", re.IGNORECASE)
 _RESULT_PHRASE = re.compile(
     r"\b(?:result|value|solution|answer)\s+(?:is|equals|=)\s*:?\s*|\bwe\s+(?:get|obtain|have)\s*:?\s*",
     re.IGNORECASE,
 )
 _COPULA = re.compile(r"\s(?:is|are|was|equals|=)\s|:\s", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
-_HAS_VALUE = re.compile(r"\d")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_NUMBER_WORDS = (  # "one" is left out: "one of the roots", "the one above" are not values
+    r"(?:zero|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
+    r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
+)
+_HAS_VALUE = re.compile(rf"\d|\b{_NUMBER_WORDS}\b|\([A-E]\)", re.IGNORECASE)  # (B): a choice
+_CONCLUSION = re.compile(r"(?:^|[,;]\s*|\s)(?:so|hence|thus|therefore|giving|i\.e\.)\s+", re.IGNORECASE)
+_SCALE_WORDS = r"(?:hundred|thousand|million|billion)"
+_VALUE = re.compile(  # a number in digits or in words ("one hundred and five")
+    rf"-?\d[\d,]*(?:\.\d+)?|\b(?:{_NUMBER_WORDS}|one(?=[ -]+{_SCALE_WORDS}))"
+    rf"(?:(?:[ -]+|\s+and\s+)(?:{_NUMBER_WORDS}|one|{_SCALE_WORDS}))*\b",
+    re.IGNORECASE,
+)
+_HEDGE = re.compile(  # a statement that hedges or bounds its value states no value ("at least 5")
+    r"\b(?:maybe|perhaps|possibly|probably|not sure|I guess|I think|either|about|around|roughly|nearly"
+    r"|almost|at (?:least|most)|(?:more|less|fewer|greater|smaller|larger) than|up to|over|under|not)\b",
+    re.IGNORECASE,
+)
+_CUT_OFF = re.compile(r"[A-Za-z,;:(+\-=/^_{&\\]\s*$")  # a text ending mid-sentence or mid-formula
+_LABEL_COLON = re.compile(r"^(?:[A-Za-z]+[ \t]+){0,3}[A-Za-z]+[ \t]*:[ \t]*(?=\S)")  # "Total: $56"
+_QUALIFIER = re.compile(  # a clause after the answer: ", attained when $x = 1$", " because …"
+    r",\s*(?:attained|achieved|obtained|reached|occurring|which(?!\s+(?:is|are|equals|gives))|where|when"
+    r"|whenever|with\s+equality)\b"
+    r"|,?(?<!\s)\s+(?:since|because)\b",
+    re.IGNORECASE,
+)
 
 
 def slot_answer(text: str) -> str | None:
     """The answer a slot's prose states, by the rules in the module docstring; ``None`` if empty."""
     long = len(text.strip()) > LONG
     text = _LEAD_IN.sub("", text[-MAX_TEXT:].strip(), count=1)
+    labelled = _LABEL_COLON.match(text)
+    if labelled and _HAS_VALUE.search(text, labelled.end()):
+        text = text[labelled.end() :]
     head = _IS_THE_ANSWER.search(text)
     if head:
         return _joined(spans_or_text(_LEAD_IN.sub("", text[: head.start()], count=1)))
     if not _is_prose(_without_spans(text)):
         return _joined(spans_or_text(text))
+    if long and _CUT_OFF.search(text):  # a worked solution that stops mid-sentence states nothing
+        return None
     statement = _final_statement(text)
     if statement is None:
         return tidy(text) or None
+    return _statement_answer(statement, long)
+
+
+def _statement_answer(statement: str, long: bool) -> str | None:
+    """The answer a final statement gives (step 3 of the module docstring)."""
     phrase = None
     for phrase in _RESULT_PHRASE.finditer(statement):
         pass
+    if phrase is None:  # "4 red and 6 blue balls, so 10 balls in total": what the statement concludes
+        for phrase in _CONCLUSION.finditer(statement):
+            pass
+        if phrase is not None and not _HAS_VALUE.search(statement, phrase.end()):
+            phrase = None
     if phrase is not None:
         statement = statement[phrase.end() :]
+    statement = without_qualifier(statement)
     groups = math_spans(statement)
     if groups:
         return ", ".join(tidy(span) for span in groups[-1])
@@ -77,20 +121,29 @@ def slot_answer(text: str) -> str | None:
             pass
         if copula is not None:
             return tidy(statement[copula.end() :]) or None
-        numbers = _NUMBER.findall(statement) if long else []
-        if numbers:
-            return numbers[-1]
+        values = _VALUE.findall(statement)
+        single = len(values) == 1 and not _HEDGE.search(statement)  # "She has 17 marbles left."
+        if values and (long or single):
+            return values[-1]
     return tidy(statement) or None
+
+
+def without_qualifier(text: str) -> str:
+    """``text`` up to a clause that follows its answer (", attained when …", ", which …"), when a
+    value comes before that clause."""
+    clause = _QUALIFIER.search(text)
+    return text[: clause.start()] if clause and _HAS_VALUE.search(text, 0, clause.start()) else text
 
 
 def spans_or_text(text: str) -> list[str]:
     """The last group of math spans when ``text`` has words besides its math, or math spans and
-    connectors only; else the whole text."""
-    text = text[-MAX_TEXT:]
+    connectors only; else prose is read as a final statement ("The total is 12 apples.") and
+    anything else is the whole text."""
+    text = without_qualifier(text[-MAX_TEXT:])
     groups, outside = math_spans(text), _without_spans(text)
     if groups and (_ANY_WORD.search(outside) or is_connector(outside)):
         return [", ".join(tidy(span) for span in groups[-1])]
-    answer = tidy(text)
+    answer = _statement_answer(text, long=False) if _is_prose(text) else tidy(text)  # "The total is 12."
     return [answer] if answer else []
 
 
@@ -161,7 +214,7 @@ def tidy(answer: str) -> str:
     """Surrounding space, ``**`` emphasis and a sentence's full stop removed."""
     answer = answer.strip().strip("*").strip()
     if answer.endswith(".") and not answer.endswith(".."):
-        answer = answer[:-1].rstrip()
+        answer = answer[:-1].rstrip().rstrip("*").rstrip()  # "**12**."
     return answer
 
 

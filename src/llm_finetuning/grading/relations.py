@@ -28,6 +28,9 @@ _MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "!=": "!="}
 _VARIABLE = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)$")
 _PYTHON_VARIABLE = re.compile(r"\bv_\w+")
 _INFINITY = "\\infty"
+_ABSOLUTE = re.compile(r"^\|([^|]+)\|$")
+_NAME = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?")
+_COMMAND = re.compile(r"\\[A-Za-z]+")
 
 
 def intervals(text: str) -> list[Interval] | None:
@@ -45,9 +48,58 @@ def intervals(text: str) -> list[Interval] | None:
     return None
 
 
+def intersection(parts: list[str]) -> list[Interval] | None:
+    """Where every relation in ``parts`` holds (``x \\leq 2`` and ``x \\neq -1``), as intervals; ``None``
+    unless they are all about one variable with endpoints that evaluate, or when nothing is left.
+
+    >>> intersection(["x\\\\leq2", "x\\\\neq-1"])
+    [('(', '-\\\\infty', '-1', ')'), ('(', '-1', '2', ']')]
+    """
+    names = {frozenset(_NAME.findall(_COMMAND.sub(" ", part))) for part in parts}
+    if len(names) != 1 or len(next(iter(names))) != 1:
+        return None
+    return _all_of([intervals(part) for part in parts])
+
+
+def _all_of(unions: list[list[Interval] | None]) -> list[Interval] | None:
+    result: list[Interval] = [("(", "-" + _INFINITY, _INFINITY, ")")]
+    try:
+        for found in unions:
+            if found is None:
+                return None
+            result = [piece for a in result for b in found if (piece := _meet(a, b)) is not None]
+    except ValueError:  # an endpoint without an exact value
+        return None
+    return result or None
+
+
+def _meet(a: Interval, b: Interval) -> Interval | None:
+    """The intersection of two intervals (``None`` when empty); raises ``ValueError`` when an
+    endpoint has no value."""
+    low = max((a, b), key=lambda i: (_value(i[1]), i[0] == "("))
+    high = min((a, b), key=lambda i: (_value(i[2]), i[3] == "]"))
+    if _value(low[1]) > _value(high[2]) or (
+        _value(low[1]) == _value(high[2]) and (low[0], high[3]) != ("[", "]")
+    ):
+        return None
+    return (low[0], low[1], high[2], high[3])
+
+
+def _value(endpoint: str) -> float:
+    if endpoint.lstrip("+-") == _INFINITY:
+        return float("-inf") if endpoint.startswith("-") else float("inf")
+    value = expr.exact_value(expr.to_python(endpoint) or "")
+    if value is None:
+        raise ValueError(endpoint)
+    return float(value)
+
+
 def _one_relation(left: str, op: str, right: str) -> list[Interval] | None:
     if _VARIABLE.match(right) and not _VARIABLE.match(left):  # 3 < x  ==  x > 3
         left, right, op = right, left, _MIRROR[op]
+    absolute = _ABSOLUTE.match(left)
+    if absolute and op != "!=":  # |x - 1| < 3  ==  -3 < x - 1 < 3
+        return _absolute(absolute.group(1), op, right)
     if not _VARIABLE.match(left):
         solved = _solve_linear(left, op, right)
         if solved is None:
@@ -58,6 +110,17 @@ def _one_relation(left: str, op: str, right: str) -> list[Interval] | None:
     if op.startswith("<"):
         return [("(", "-" + _INFINITY, right, ")" if op == "<" else "]")]
     return [("(" if op == ">" else "[", right, _INFINITY, ")")]
+
+
+def _absolute(inside: str, op: str, bound: str) -> list[Interval] | None:
+    """``|inside| op bound``: both sides of zero, as one interval (``<``) or two (``>``)."""
+    below = _one_relation(inside, _MIRROR[op], f"-({bound})")
+    above = _one_relation(inside, op, bound)
+    if below is None or above is None:
+        return None
+    if op.startswith("<"):
+        return _all_of([below, above])
+    return [*below, *above]
 
 
 def _solve_linear(left: str, op: str, right: str) -> tuple[str, str] | None:
