@@ -21,14 +21,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TINY_YAML
+from conftest import GREEDY_FIGURES, ROOT, evaluate_alone, launch_command, launch_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
 
@@ -43,7 +42,6 @@ SCHEDULE = [  # the demo's model; enough SFT that completions have a format to c
     "evaluation.num_samples=24", "evaluation.sampled_k=2", "evaluation.batch_size=5",  # 5 batches: uneven shares
     "data.synthetic.num_eval=24",
 ]
-GREEDY = ("n", "format_accuracy", "answer_accuracy", "reasoning_present", "avg_reasoning_length", "avg_total_reward")
 # What a rank other than the main one may write: its own part of the Trainer's checkpoints.
 OTHER_RANK_MAY_WRITE = re.compile(r"^(sft|grpo)/checkpoint-\d+(/rng_state_1\.pth)?$")
 
@@ -81,13 +79,9 @@ def _launch(output_dir: Path, audit_dir: Path, *extra: str) -> subprocess.Popen:
     sitecustomize = audit_dir / "site"
     sitecustomize.mkdir(exist_ok=True)
     (sitecustomize / "sitecustomize.py").write_text(textwrap.dedent(AUDIT_HOOK))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join([str(sitecustomize), os.environ.get("PYTHONPATH", "")]),
-           "WRITE_AUDIT_ROOT": str(output_dir), "WRITE_AUDIT_DIR": str(audit_dir)}
-    overrides = [arg for item in SCHEDULE for arg in ("--set", item)]
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_CONFIG),
-               str(ROOT / "run_training.py"), "--config", str(TINY_YAML), "--output-dir", str(output_dir),
-               *overrides, *extra]
+    env = launch_env(PYTHONPATH=os.pathsep.join([str(sitecustomize), os.environ.get("PYTHONPATH", "")]),
+                     WRITE_AUDIT_ROOT=str(output_dir), WRITE_AUDIT_DIR=str(audit_dir))
+    command = launch_command(CPU_CONFIG, output_dir, SCHEDULE, *extra)
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -153,7 +147,7 @@ def test_resume_under_the_same_launch_reaches_the_final_step(two_process_run):
     assert re.search(r"grpo/checkpoint-\d+$", summary["phases"]["grpo"]["resumed_from"])
     assert summary["phases"]["sft"] == interrupted["phases"]["sft"]  # SFT had finished: not run again
     for stage in ("before_sft", "after_sft", "after_grpo"):
-        assert set(GREEDY) <= set(summary["eval"][stage]), stage
+        assert set(GREEDY_FIGURES) <= set(summary["eval"][stage]), stage
 
 
 def test_both_ranks_end_with_identical_weights(two_process_run):
@@ -186,29 +180,9 @@ def test_only_the_main_process_writes(two_process_run):
     assert "[rank 1]" not in (output_dir / "training.log").read_text()
 
 
-def test_adapter_reloads_and_scores_as_one_process_would(two_process_run, tmp_path):
-    import torch
-
-    from llm_finetuning.config import PipelineConfig
-    from llm_finetuning.data import load_grpo_data
-    from llm_finetuning.evaluation.evaluator import Evaluator
-    from llm_finetuning.evaluation.judge import CompletionJudge
-    from llm_finetuning.model import ModelManager
-    from llm_finetuning.rewards import build_rewards
-
+def test_adapter_reloads_and_scores_as_one_process_would(two_process_run):
     output_dir, *_ = two_process_run
-    config = PipelineConfig.from_yaml(output_dir / "config.yaml")
-    manager = ModelManager.load_for_inference(config, output_dir / "grpo_saved_lora")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as each rank had
-    try:
-        validation = load_grpo_data(config, manager.tokenizer).validation
-        judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
-        evaluator = Evaluator.from_config(config, validation, judge, None)
-        alone = evaluator.evaluate(manager.model, manager.tokenizer, "one process", include_sampled=False)
-    finally:
-        torch.set_num_threads(threads)
-        manager.free()
+    alone = evaluate_alone(output_dir, "grpo_saved_lora")
     shared = json.loads((output_dir / "summary.json").read_text())["eval"]["after_grpo"]
-    assert {key: alone[key] for key in GREEDY} == {key: shared[key] for key in GREEDY}
+    assert alone == {key: shared[key] for key in GREEDY_FIGURES}  # sharded over 2 ranks = one process
     assert alone["format_accuracy"] > 0  # the completions compared are formatted answers, not noise

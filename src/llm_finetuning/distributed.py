@@ -38,9 +38,9 @@ import torch.distributed as dist
 from .errors import PipelineError
 
 __all__ = ["Launch", "any_rank", "barrier", "deepspeed_config_before_load", "device_for", "full_weights",
-           "gather_objects", "is_main_process", "join_process_group", "leave_process_group", "main_process_first",
-           "process_record",
-           "rank", "read_launch", "run_on_main", "weights_checksum", "world_size", "zero_stage"]
+           "gather_objects", "is_main_process", "is_partitioned", "join_process_group", "leave_process_group",
+           "main_process_first", "process_record", "rank", "read_launch", "run_on_main", "weights_checksum",
+           "world_size", "zero_stage"]
 
 Launcher = Literal["accelerate", "torchrun", "mpirun", "other", "none"]
 T = TypeVar("T")
@@ -249,6 +249,11 @@ def deepspeed_config_before_load() -> Any:
 
 def _partitioned(model: Any) -> list[Any]:
     return [p for p in model.parameters() if hasattr(p, "ds_id")]  # ZeRO-3 marks the parameters it manages
+
+
+def is_partitioned(model: Any) -> bool:
+    """Whether DeepSpeed ZeRO-3 manages (partitions) the model's weights."""
+    return bool(_partitioned(model))
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ from .distributed import (
     deepspeed_config_before_load,
     full_weights,
     is_main_process,
+    is_partitioned,
     join_process_group,
     main_process_first,
     process_record,
@@ -159,6 +160,8 @@ class Run:
         self.deepspeed_config = deepspeed_config_before_load()
         self.manager.load()
         self.recorder.set(backend=self.manager.backend_name, backend_reason=self.manager.backend_reason)
+        if self.deepspeed_config is not None:  # did ZeRO-3 partition the weights as they loaded?
+            self.recorder.summary["processes"]["weights_partitioned"] = is_partitioned(self.manager.model)
 
     def prepare_grpo_data(self) -> None:
         """Built even with --skip-grpo: its validation split holds the problems every evaluation scores."""

@@ -72,6 +72,7 @@ class TrainingPhase(ABC):
             stop.restore()
         steps = trainer.state.global_step
         checksums = gather_objects(weights_checksum(self.manager.model)) if world_size() > 1 else None
+        checksums = checksums if checksums and None not in checksums else None  # ZeRO-3: no replicas to compare
         release(trainer)
         del trainer
         free_memory()
