@@ -37,8 +37,8 @@ SCHEDULE = [  # the demo's model, shortened; enough SFT that completions have a 
     "evaluation.num_samples=24", "evaluation.sampled_k=2", "evaluation.batch_size=5",  # uneven shares: lockstep
     "data.synthetic.num_eval=24",
 ]
-LORA = ["model.lora={rank: 8, alpha: 16, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
-        "down_proj]}", "sft_training.learning_rate=5e-3"]
+LORA_MODULES = "[q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]"
+LORA = [f"model.lora={{rank: 8, alpha: 16, target_modules: {LORA_MODULES}}}", "sft_training.learning_rate=5e-3"]
 
 
 def _launch(zero: str, output_dir: Path, *extra: str, overrides: list[str] = SCHEDULE) -> dict:
