@@ -23,6 +23,7 @@ from llm_finetuning.distributed import (
     device_for,
     gather_objects,
     join_process_group,
+    leave_process_group,
     main_process_first,
     read_launch,
     run_on_main,
@@ -157,6 +158,7 @@ def _worker(out: Path) -> None:
                                 lockstep=True)
     report["lockstep"] = [len(seen), lockstep]
     (out / f"report-{rank}.json").write_text(json.dumps(report))
+    leave_process_group()  # nobody leaves while another rank is still inside a collective
 
 
 def _trainer_device_loads(path: Path) -> bool:

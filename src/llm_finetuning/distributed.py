@@ -131,8 +131,13 @@ def join_process_group(launch: Launch | None = None) -> Launch:
 
 
 def leave_process_group() -> None:
-    """Destroy the process group at the end of a run (a no-op without one)."""
+    """Wait for every rank, then destroy the process group (a no-op without one).
+
+    Without the wait a rank that finished first can exit while another is still receiving the last collective
+    from it; gloo then aborts that rank.
+    """
     if dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 
