@@ -5,11 +5,16 @@
   training for the end-to-end runs.
 - ``tiny_base`` / ``tiny_tokenizer`` (session fixtures): one small tiny model, built once, and its tokenizer
   with the chat template, for tests that need a real tokenizer or model but no training.
+- ``launch_command`` / ``launch_env``: ``run_training.py`` on the demo config under ``accelerate launch``, one
+  thread per process (the multi-process and DeepSpeed lanes); ``evaluate_alone``: a run's saved model scored
+  greedily by this one process on the run's own held-out problems.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -74,3 +79,47 @@ def tiny_tokenizer(tiny_base):
     from llm_finetuning.model.template import apply_chat_template_to
 
     return apply_chat_template_to(AutoTokenizer.from_pretrained(tiny_base), PromptConfig())
+
+
+def launch_command(accelerate_config: Path, output_dir: Path, overrides: Sequence[str], *extra: str,
+                   launch_flags: Sequence[str] = ()) -> list[str]:
+    """``accelerate launch --config_file <config> [flags] run_training.py --config configs/tiny.yaml ...``."""
+    sets = [arg for item in overrides for arg in ("--set", item)]
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_config),
+            *launch_flags, str(ROOT / "run_training.py"), "--config", str(TINY_YAML), "--output-dir", str(output_dir),
+            *sets, *extra]
+
+
+def launch_env(**extra: str) -> dict[str, str]:
+    """One thread per process: several torch processes on 2 cores slow each other down 5-20x otherwise."""
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **extra}
+
+
+GREEDY_FIGURES = ("n", "format_accuracy", "answer_accuracy", "reasoning_present", "avg_reasoning_length",
+                  "avg_total_reward")
+
+
+def evaluate_alone(output_dir: Path, saved: str) -> dict[str, float]:
+    """The greedy figures of ``<output_dir>/<saved>`` on the run's held-out problems, scored in this process
+    with one thread (as each rank of the launches has)."""
+    import torch
+
+    from llm_finetuning.data import load_grpo_data
+    from llm_finetuning.evaluation.evaluator import Evaluator
+    from llm_finetuning.evaluation.judge import CompletionJudge
+    from llm_finetuning.model import ModelManager
+    from llm_finetuning.rewards import build_rewards
+
+    config = PipelineConfig.from_yaml(output_dir / "config.yaml")
+    manager = ModelManager.load_for_inference(config, output_dir / saved)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        validation = load_grpo_data(config, manager.tokenizer).validation
+        judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
+        figures = Evaluator.from_config(config, validation, judge, None).evaluate(
+            manager.model, manager.tokenizer, "one process", include_sampled=False)
+    finally:
+        torch.set_num_threads(threads)
+        manager.free()
+    return {key: figures[key] for key in GREEDY_FIGURES}

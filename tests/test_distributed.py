@@ -18,15 +18,19 @@ import torch
 
 from llm_finetuning.distributed import (
     Launch,
+    any_rank,
     barrier,
     device_for,
+    gather_objects,
     join_process_group,
+    leave_process_group,
     main_process_first,
     read_launch,
     run_on_main,
     world_size,
 )
 from llm_finetuning.errors import PipelineError
+from llm_finetuning.evaluation.sharding import generate_sharded
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_CONFIG = ROOT / "configs" / "accelerate" / "cpu.yaml"
@@ -98,7 +102,6 @@ def test_single_process_helpers_are_no_ops(tmp_path):
 
 @pytest.mark.slow
 def test_two_cpu_processes_form_one_group_and_take_turns(tmp_path):
-    started = time.monotonic()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_CONFIG),
                str(Path(__file__)), str(tmp_path)]
@@ -114,7 +117,12 @@ def test_two_cpu_processes_form_one_group_and_take_turns(tmp_path):
         assert report["writer_lines"] == ["written by rank 0"]  # run_on_main: one writer, done before anyone left
         assert report["arrivals_seen_after_barrier"] == [0, 1]
         assert report["failure"] == ("ZeroDivisionError" if rank == 0 else "PipelineError")
-    assert time.monotonic() - started < 240
+        assert report["any_rank"] == [True, False]  # one rank's flag reaches both; none set, none seen
+        assert report["gathered"] == [{"rank": 0}, {"rank": 1}]
+        # whole batches of 2 dealt in turn, gathered in prompt order on every rank
+        assert report["sharded"] == [["a0"], ["b0"], ["c1"], ["d1"], ["e0"]]
+        # ZeRO-3: 3 batches of 1 -> rank 1 repeats one, so both generate 2 batches; the repeat is dropped
+        assert report["lockstep"] == [2, [["a"], ["b"], ["c"]]]
 
 
 def _worker(out: Path) -> None:
@@ -140,7 +148,15 @@ def _worker(out: Path) -> None:
         run_on_main(lambda: 1 / 0)
     except (ZeroDivisionError, PipelineError) as exc:
         report["failure"] = type(exc).__name__
+    report["any_rank"] = [any_rank(rank == 1), any_rank(False)]
+    report["gathered"] = gather_objects({"rank": rank})
+    report["sharded"] = generate_sharded(lambda prompts: [[f"{p}{rank}"] for p in prompts], list("abcde"), 2)
+    seen: list[str] = []
+    lockstep = generate_sharded(lambda prompts: seen.extend(prompts) or [[p] for p in prompts], list("abc"), 1,
+                                lockstep=True)
+    report["lockstep"] = [len(seen), lockstep]
     (out / f"report-{rank}.json").write_text(json.dumps(report))
+    leave_process_group()  # nobody leaves while another rank is still inside a collective
 
 
 def _trainer_device_loads(path: Path) -> bool:

@@ -69,12 +69,20 @@ def resolve_config(args: argparse.Namespace) -> PipelineConfig:
     return PipelineConfig.from_yaml(args.config, overrides)
 
 
-def resume_command(argv: Sequence[str]) -> str:
-    """The command that continues this run: the same arguments plus --resume."""
+# How each launcher's command starts; its own options (config file, process count) are the user's to repeat.
+_LAUNCH_PREFIX = {
+    "accelerate": "uv run accelerate launch <the same launch options> run_training.py",
+    "torchrun": "uv run torchrun <the same launch options> run_training.py",
+}
+
+
+def resume_command(argv: Sequence[str], launcher: str = "none") -> str:
+    """The command that continues this run: the same launch and arguments plus --resume."""
     args = list(argv)
     if "--resume" not in args:
         args.append("--resume")
-    return " ".join(["uv run python run_training.py", *map(shlex.quote, args)])
+    prefix = _LAUNCH_PREFIX.get(launcher, "uv run python run_training.py")
+    return " ".join([prefix, *map(shlex.quote, args)])
 
 
 def run_reporting_errors(body: Callable[[], int]) -> int:
@@ -120,12 +128,16 @@ def main(args: argparse.Namespace) -> int:
 
         print(explain(config))
         return 0
+    from .distributed import is_main_process, leave_process_group, read_launch
     from .pipeline import RunOptions, run
 
+    status = 0
     try:
         run(config, RunOptions(skip_sft=args.skip_sft, skip_grpo=args.skip_grpo, resume=args.resume,
                                preflight=args.preflight))
-    except TrainingInterrupted as exc:
-        print(f"{exc}\nResume with: {resume_command(args.argv)}", file=sys.stderr)
-        return 130
-    return 0
+    except TrainingInterrupted as exc:  # every rank stopped after the same step
+        if is_main_process():
+            print(f"{exc}\nResume with: {resume_command(args.argv, read_launch().launcher)}", file=sys.stderr)
+        status = 130
+    leave_process_group()  # not after an error: the other ranks may still be inside a collective
+    return status

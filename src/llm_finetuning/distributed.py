@@ -14,6 +14,11 @@ Only the main process writes shared files; the others wait for it:
         path = build_tiny_base(...)
     run_on_main(recorder.write_summary)           # main writes, every rank waits; a failure on main fails all
 
+Ranks also agree on things together: ``any_rank`` (one SIGTERM stops every rank after the same step),
+``gather_objects`` (evaluation shards), ``weights_checksum`` (are the replicas still identical?). Under
+DeepSpeed ZeRO-3 ``deepspeed_config_before_load`` makes the DeepSpeed config known before the model loads, so
+``from_pretrained`` partitions the weights as it reads them, and ``full_weights`` gathers them for generation.
+
 Outside a launcher all of this is a no-op in a single process. Run the two-process checks with
 ``uv run pytest tests/test_distributed.py``.
 """
@@ -21,18 +26,21 @@ Outside a launcher all of this is a no-op in a single process. Run the two-proce
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from .errors import PipelineError
 
-__all__ = ["Launch", "barrier", "device_for", "is_main_process", "join_process_group", "main_process_first",
-           "read_launch", "run_on_main", "world_size"]
+__all__ = ["Launch", "any_rank", "barrier", "deepspeed_config_before_load", "device_for", "full_weights",
+           "gather_objects", "is_main_process", "is_partitioned", "join_process_group", "leave_process_group",
+           "main_process_first", "process_record", "rank", "read_launch", "run_on_main", "weights_checksum",
+           "world_size", "zero_stage"]
 
 Launcher = Literal["accelerate", "torchrun", "mpirun", "other", "none"]
 T = TypeVar("T")
@@ -122,13 +130,29 @@ def join_process_group(launch: Launch | None = None) -> Launch:
     return launch
 
 
+def leave_process_group() -> None:
+    """Wait for every rank, then destroy the process group (a no-op without one).
+
+    Without the wait a rank that finished first can exit while another is still receiving the last collective
+    from it; gloo then aborts that rank.
+    """
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def world_size() -> int:
     """Processes in the formed group (1 before ``join_process_group`` or without a launcher)."""
     return dist.get_world_size() if dist.is_initialized() else 1
 
 
+def rank() -> int:
+    """This process's rank in the formed group (0 without one)."""
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
 def is_main_process() -> bool:
-    return not dist.is_initialized() or dist.get_rank() == 0
+    return rank() == 0
 
 
 def barrier() -> None:
@@ -181,3 +205,94 @@ def _main_failure(error: BaseException | None) -> str | None:
     message = [None if error is None else f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"]
     dist.broadcast_object_list(message, src=0)
     return message[0]
+
+
+def gather_objects(value: T) -> list[T]:
+    """Every rank's ``value``, in rank order, on every rank (``[value]`` in a single process)."""
+    if world_size() == 1:
+        return [value]
+    gathered: list[Any] = [None] * world_size()
+    dist.all_gather_object(gathered, value)
+    return gathered
+
+
+def any_rank(flag: bool) -> bool:
+    """True on every rank when ``flag`` is true on at least one; every rank must call it at the same point."""
+    if world_size() == 1:
+        return flag
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    value = torch.tensor([1 if flag else 0], device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
+
+
+def zero_stage(environ: Mapping[str, str] | None = None) -> int | None:
+    """The DeepSpeed ZeRO stage ``accelerate launch`` gave this process, or None without DeepSpeed."""
+    env = os.environ if environ is None else environ
+    if env.get("ACCELERATE_USE_DEEPSPEED", "false").lower() not in ("1", "true", "yes"):
+        return None
+    return int(env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "2"))  # accelerate's own default
+
+
+def deepspeed_config_before_load() -> Any:
+    """Under ``accelerate launch`` with DeepSpeed: make its config known to transformers now; keep the result.
+
+    transformers partitions weights at load (ZeRO-3's ``zero.Init``) only while a DeepSpeed config object is
+    alive; the trainers create theirs with their arguments, after the model has loaded. This builds the one
+    accelerate builds from the launch's environment, so the model loads partitioned. Returns None without
+    DeepSpeed; the caller holds the returned object for as long as the model lives.
+    """
+    if zero_stage() is None:
+        return None
+    from accelerate.utils import DeepSpeedPlugin
+
+    plugin = DeepSpeedPlugin()
+    plugin.set_mixed_precision(os.environ.get("ACCELERATE_MIXED_PRECISION", "no"))
+    plugin.set_deepspeed_weakref()
+    return plugin
+
+
+def _partitioned(model: Any) -> list[Any]:
+    return [p for p in model.parameters() if hasattr(p, "ds_id")]  # ZeRO-3 marks the parameters it manages
+
+
+def is_partitioned(model: Any) -> bool:
+    """Whether DeepSpeed ZeRO-3 manages (partitions) the model's weights."""
+    return bool(_partitioned(model))
+
+
+@contextlib.contextmanager
+def full_weights(model: Any, modifier_rank: int | None = None) -> Iterator[Any]:
+    """``model`` with its whole weights on every rank for the block (ZeRO-3 partitions them; elsewhere a no-op).
+
+    Every rank must enter together. With ``modifier_rank`` the weights that rank writes inside the block are
+    partitioned back out to every rank on exit.
+    """
+    partitioned = _partitioned(model)
+    if not partitioned:
+        yield model
+        return
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(partitioned, modifier_rank=modifier_rank):
+        yield model
+
+
+def weights_checksum(model: Any) -> str | None:
+    """A digest of the trainable weights: equal on every rank while data parallelism keeps replicas in sync.
+
+    Sums in float64 per parameter, computed where the weights are (no copy of a large model to the CPU); two
+    replicas that differ anywhere give different digests. None under ZeRO-3, where each rank holds a partition.
+    """
+    if _partitioned(model):
+        return None
+    sums = [
+        (name, float(parameter.detach().double().sum()), float(parameter.detach().double().abs().sum()))
+        for name, parameter in model.named_parameters() if parameter.requires_grad
+    ]
+    return hashlib.sha256(repr(sums).encode()).hexdigest()[:16]
+
+
+def process_record(launch: Launch) -> dict[str, Any]:
+    """What ``summary.json`` says about the processes: how many the run really had, and who started them."""
+    return {"num_processes": world_size(), "launcher": launch.launcher, "zero_stage": zero_stage()}

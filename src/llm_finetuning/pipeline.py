@@ -8,10 +8,15 @@ The steps are numbered in ``run`` and ``Run.steps`` below, in the order they hap
 recorded in ``run_state.json``, so ``--resume`` skips them and continues an unfinished phase from its newest
 complete checkpoint. Nothing here imports trl or transformers before the backend is chosen: Unsloth, when it
 is the backend, must be imported first.
+
+Under ``accelerate launch`` (or ``torchrun``) every rank runs this same story on its own device: the process
+group is formed first, every step runs on every rank, the main process alone writes files (the others wait
+where they need one), and evaluations are shared out and gathered (``evaluation/sharding.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -22,16 +27,30 @@ import torch
 
 from .config import PipelineConfig
 from .data import GRPOData, load_grpo_data, load_sft_data
-from .errors import TrainingInterrupted
+from .distributed import (
+    barrier,
+    deepspeed_config_before_load,
+    full_weights,
+    is_main_process,
+    is_partitioned,
+    join_process_group,
+    main_process_first,
+    process_record,
+    rank,
+    run_on_main,
+)
+from .errors import PipelineError, TrainingInterrupted
 from .evaluation.evaluator import Evaluator
 from .evaluation.judge import CompletionJudge
 from .logging_setup import setup_logging
 from .model import ModelManager, choose_backend, import_unsloth
 from .model.hardware import free_memory, on_cuda
+from .model.tiny import base_model_path
 from .model.unsloth_backend import request_vllm_standby
 from .rewards import build_rewards
 from .run_outputs import RunRecorder
 from .training.arguments import check_trainer_settings
+from .training.vllm_server import uses_vllm_server, wait_for_server
 
 logger = logging.getLogger(__name__)
 
@@ -50,17 +69,24 @@ def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, 
     """Run the pipeline; return the summary (also written to ``<output_dir>/summary.json``)."""
     options = options or RunOptions()
     started = time.perf_counter()
-    # 0. output dir, logging, threads, the resolved config, a fresh (or resumed) summary; the backend is
-    #    imported before anything pulls in trl/transformers
+    # 0. the process group (a multi-process launch), output dir, logging, threads, the resolved config, a fresh
+    #    (or resumed) summary; the backend is imported before anything pulls in trl/transformers
+    launch = join_process_group()
     output_dir = Path(config.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    setup_logging(config.log_level, output_dir)
+    if is_main_process():
+        output_dir.mkdir(parents=True, exist_ok=True)
+    setup_logging(config.log_level, output_dir, rank=rank())
     if config.num_threads is not None:  # CPU numerics depend on the thread count: fix it, don't inherit it
         torch.set_num_threads(config.num_threads)
-    (output_dir / "config.yaml").write_text(config.to_yaml())
-    recorder = RunRecorder.start(output_dir, resume=options.resume)
+    recorder = run_on_main(lambda: _start_outputs(config, output_dir, options.resume))
+    if not is_main_process():  # the main process has reset (or kept) the files: read the same state
+        recorder = RunRecorder.start(output_dir, resume=options.resume, writes=False)
+    _check_processes(config, recorder, launch)
     request_vllm_standby(config)  # read by Unsloth when it is imported, which choosing it may do
-    if choose_backend(config.model)[0] == "unsloth":
+    backend = choose_backend(config.model)[0]
+    if not options.skip_grpo and uses_vllm_server(config, backend):
+        run_on_main(lambda: wait_for_server(config.grpo_training))  # fail now, not when GRPO starts
+    if backend == "unsloth":
         import_unsloth()
     try:
         Run(config, recorder).steps(options)
@@ -68,8 +94,28 @@ def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, 
         recorder.finish(time.perf_counter() - started, complete=False)
         raise
     summary = recorder.finish(time.perf_counter() - started, complete=True)
-    recorder.print_table()
+    if is_main_process():
+        recorder.print_table()
     return summary
+
+
+def _start_outputs(config: PipelineConfig, output_dir: Path, resume: bool) -> RunRecorder:
+    (output_dir / "config.yaml").write_text(config.to_yaml())
+    return RunRecorder.start(output_dir, resume=resume)
+
+
+def _check_processes(config: PipelineConfig, recorder: RunRecorder, launch: Any) -> None:
+    """Record how many processes the run has; refuse what cannot run in several."""
+    processes = process_record(launch)
+    before = (recorder.summary["processes"] or processes)["num_processes"]  # a resumed run: what it had before
+    if before != processes["num_processes"]:
+        logger.warning("this run was started with %d processes and resumes with %d: the data order changes",
+                       before, processes["num_processes"])
+    recorder.set(processes=processes)
+    if processes["num_processes"] > 1 and choose_backend(config.model)[0] == "unsloth":
+        raise PipelineError(
+            "model.backend: the unsloth backend runs in one process; set model.backend=hf for a multi-process launch"
+        )
 
 
 class Run:
@@ -83,11 +129,16 @@ class Run:
         self.grpo_data: GRPOData | None = None
         self.evaluator: Evaluator | None = None
         self._sft_data: Any = None
+        self.deepspeed_config: Any = None  # held while the model lives (ZeRO-3 partitions at load)
 
     def steps(self, options: RunOptions) -> None:
         import transformers  # after the backend (pipeline.run imported Unsloth first when it is the backend)
 
         transformers.set_seed(self.config.seed)
+        if not is_main_process():  # one progress bar per step, the main process's
+            import datasets
+
+            datasets.disable_progress_bars()
         state = self.recorder.state
         sft_done_earlier = options.resume and state.is_done("sft")
         sft_now = not options.skip_sft and not sft_done_earlier
@@ -112,12 +163,18 @@ class Run:
         self.evaluate("after_grpo", steps)  # 7. the trained model
 
     def load_model(self) -> None:
+        with main_process_first():  # a builtin base model is built once, by the main process
+            base_model_path(self.config)
+        self.deepspeed_config = deepspeed_config_before_load()
         self.manager.load()
         self.recorder.set(backend=self.manager.backend_name, backend_reason=self.manager.backend_reason)
+        if self.deepspeed_config is not None:  # did ZeRO-3 partition the weights as they loaded?
+            self.recorder.summary["processes"]["weights_partitioned"] = is_partitioned(self.manager.model)
 
     def prepare_grpo_data(self) -> None:
         """Built even with --skip-grpo: its validation split holds the problems every evaluation scores."""
-        self.grpo_data = load_grpo_data(self.config, self.manager.tokenizer)
+        with main_process_first():  # downloads and dataset caches are made once
+            self.grpo_data = load_grpo_data(self.config, self.manager.tokenizer)
         validation = self.grpo_data.validation
         if not self.config.evaluation.enabled:
             return
@@ -136,17 +193,19 @@ class Run:
                       self.grpo_data if grpo_now else None, self.reward_funcs, self.reward_weights)  # fmt: skip
 
     def sft_data(self) -> Any:
-        """The SFT dataset, loaded once (the preflight and SFT share it)."""
+        """The SFT dataset, loaded once (the preflight and SFT share it); the main process builds any cache first."""
         if self._sft_data is None:
-            self._sft_data = load_sft_data(self.config, self.manager.tokenizer)
+            with main_process_first():
+                self._sft_data = load_sft_data(self.config, self.manager.tokenizer)
         return self._sft_data
 
-    def evaluate(self, stage: str, step: int, *, record: bool = True, include_sampled: bool = True) -> None:
+    def evaluate(self, stage: str, step: int, *, model: Any = None, record: bool = True,
+                 include_sampled: bool = True) -> None:
+        """Score ``model`` (default: the manager's, its whole weights gathered under ZeRO-3) on every rank."""
         if self.evaluator is None:
             return
-        figures = self.evaluator.evaluate(
-            self.manager.model, self.manager.tokenizer, stage, include_sampled=include_sampled
-        )
+        with full_weights(self.manager.model) if model is None else contextlib.nullcontext(model) as current:
+            figures = self.evaluator.evaluate(current, self.manager.tokenizer, stage, include_sampled=include_sampled)
         self.recorder.metrics.write("eval", step, {"stage": stage, **figures})
         if record:
             self.recorder.record_eval(stage, figures)
@@ -156,7 +215,7 @@ class Run:
 
         phase = SFTPhase(self.config, self.manager, self.sft_data(), self.recorder.metrics)
         result = phase.run(resume=resume)
-        self.manager.save_adapter(self.config.sft_adapter_path)
+        self.save(self.config.sft_adapter_path)
         self.recorder.state.mark_done("sft", steps=result.steps)
         self.recorder.record_phase("sft", result)
         del phase  # hand memory over to GRPO: the trainer, optimizer and data go now
@@ -167,7 +226,8 @@ class Run:
         """Start from ``sft/final``; a resumed run keeps the SFT figures it recorded when SFT ran."""
         sft_final = self.config.sft_adapter_path
         if sft_final.is_dir():
-            self.manager.load_adapter(sft_final)
+            with full_weights(self.manager.model, modifier_rank=0):
+                self.manager.load_adapter(sft_final)
         else:
             logger.warning("no SFT adapter at %s: GRPO starts from the base model", sft_final)
         if record_skip:
@@ -179,13 +239,19 @@ class Run:
         phase = GRPOPhase(
             self.config, self.manager, self.grpo_data, self.reward_funcs, self.reward_weights,
             self.recorder.metrics,
-            evaluate=lambda model, step: self.evaluate(f"grpo_step_{step}", step, record=False,
+            evaluate=lambda model, step: self.evaluate(f"grpo_step_{step}", step, model=model, record=False,
                                                        include_sampled=False),
         )  # fmt: skip
         result = phase.run(resume=resume)
         save_path = self.config.grpo_adapter_path
-        self.manager.save_adapter(save_path)
+        self.save(save_path)
         self.recorder.state.mark_done("grpo", steps=result.steps)
         self.recorder.record_phase("grpo", result)
         self.recorder.set(save_path=str(save_path))
         return result.steps
+
+    def save(self, path: Path) -> None:
+        """The main process saves the whole weights (gathered under ZeRO-3); the others wait until it has."""
+        with full_weights(self.manager.model):
+            run_on_main(lambda: self.manager.save_adapter(path))
+        barrier()

@@ -5,6 +5,9 @@ so an interrupted run still shows what it measured, and ``--resume`` carries the
 phases into the final summary. ``MetricsWriter`` appends every trainer log and evaluation to
 ``metrics.jsonl``; ``RunState`` records which phases finished. ``RunRecorder.start`` is the one place that
 decides what a fresh run clears and what a resumed run keeps.
+
+In a multi-process run every rank keeps the same summary in memory (evaluations are gathered to all ranks)
+and takes the same decisions from it, but only the writer — the main process — touches the files.
 """
 
 from __future__ import annotations
@@ -35,11 +38,11 @@ TABLE_ROWS = (
 class RunRecorder:
     """The run's summary, metrics file, run state and plot."""
 
-    def __init__(self, output_dir: Path, previous: dict[str, Any]) -> None:
-        self.output_dir = output_dir
+    def __init__(self, output_dir: Path, previous: dict[str, Any], writes: bool = True) -> None:
+        self.output_dir, self.writes = output_dir, writes
         self.summary_path = output_dir / "summary.json"
-        self.metrics = MetricsWriter(output_dir / "metrics.jsonl")
-        self.state = RunState(output_dir)
+        self.metrics = MetricsWriter(output_dir / "metrics.jsonl", enabled=writes)
+        self.state = RunState(output_dir, writes=writes)
         self.summary: dict[str, Any] = {
             "eval": {key: previous.get("eval", {}).get(key) for key in EVAL_KEYS},
             "phases": {
@@ -49,6 +52,7 @@ class RunRecorder:
             "save_path": previous.get("save_path"),
             "backend": None,
             "backend_reason": None,
+            "processes": previous.get("processes"),  # num_processes, launcher, zero_stage: set when the run starts
             "device": device_description(),
             "cpu": cpu_description(),  # model, kernel flags, torch's vector capability, threads
             "versions": package_versions(),
@@ -57,13 +61,17 @@ class RunRecorder:
         }
 
     @classmethod
-    def start(cls, output_dir: Path, resume: bool) -> RunRecorder:
-        """A resumed run keeps the summary, metrics and run state it had; a fresh run starts all three anew."""
+    def start(cls, output_dir: Path, resume: bool, writes: bool = True) -> RunRecorder:
+        """A resumed run keeps the summary, metrics and run state it had; a fresh run starts all three anew.
+
+        ``writes`` is False on every rank but the main process of a multi-process run: those only read.
+        """
         if resume:
-            return cls(output_dir, _read_json(output_dir / "summary.json"))
-        (output_dir / "metrics.jsonl").unlink(missing_ok=True)
-        RunState(output_dir).clear()
-        return cls(output_dir, {})
+            return cls(output_dir, _read_json(output_dir / "summary.json"), writes)
+        if writes:
+            (output_dir / "metrics.jsonl").unlink(missing_ok=True)
+            RunState(output_dir).clear()
+        return cls(output_dir, {}, writes)
 
     def has_eval(self, key: str) -> bool:
         return bool(self.summary["eval"].get(key))
@@ -77,9 +85,13 @@ class RunRecorder:
         self._write()
 
     def record_phase(self, phase: str, result: Any) -> None:
-        """A finished phase's steps and seconds (a ``training.phase.PhaseResult``), and where it resumed from."""
-        resumed = {"resumed_from": result.resumed_from} if result.resumed_from else {}
-        self.summary["phases"][phase] = {"steps": result.steps, "seconds": result.seconds, **resumed,
+        """A finished phase's steps and seconds (a ``training.phase.PhaseResult``), where it resumed from, the
+        trainer settings it used, and in a multi-process run each rank's weights checksum (equal while the
+        replicas are in sync)."""
+        extra = {"resumed_from": result.resumed_from} if result.resumed_from else {}
+        if result.weight_checksums is not None:
+            extra["weight_checksums"] = result.weight_checksums
+        self.summary["phases"][phase] = {"steps": result.steps, "seconds": result.seconds, **extra,
                                          "settings": result.settings}
         self._write()
 
@@ -91,6 +103,8 @@ class RunRecorder:
         self.summary["seconds_total"] = round(seconds_total, 2)
         self.summary["complete"] = complete
         self._write()
+        if not self.writes:
+            return self.summary
         try:
             from .plots import plot_training
 
@@ -103,17 +117,24 @@ class RunRecorder:
         print(format_table(self.summary))
 
     def _write(self) -> None:
-        write_json_atomic(self.summary_path, self.summary)
+        if self.writes:
+            write_json_atomic(self.summary_path, self.summary)
 
 
 class MetricsWriter:
-    """Appends one JSON object per record to ``metrics.jsonl`` (phase, step, time and the values)."""
+    """Appends one JSON object per record to ``metrics.jsonl`` (phase, step, time and the values).
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    A disabled writer (``enabled=False``: a rank other than the main process) drops every record.
+    """
+
+    def __init__(self, path: str | Path, enabled: bool = True) -> None:
+        self.path, self.enabled = Path(path), enabled
+        if enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, phase: str, step: int, values: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
         clean = {k: v for k, v in values.items() if isinstance(v, (int, float, str, bool)) and _finite(v)}
         record = {"phase": phase, "step": step, "time": round(time.time(), 3), **clean}
         with open(self.path, "a", encoding="utf-8") as handle:
@@ -127,8 +148,8 @@ def _finite(value: Any) -> bool:
 class RunState:
     """Which phases of a run in ``output_dir`` have finished (``run_state.json``, written atomically)."""
 
-    def __init__(self, output_dir: str | Path) -> None:
-        self.path = Path(output_dir) / "run_state.json"
+    def __init__(self, output_dir: str | Path, writes: bool = True) -> None:
+        self.path, self.writes = Path(output_dir) / "run_state.json", writes
 
     def load(self) -> dict[str, Any]:
         try:
@@ -140,6 +161,8 @@ class RunState:
         return self.load().get(phase, {}).get("done", False)
 
     def mark_done(self, phase: str, **details: Any) -> None:
+        if not self.writes:
+            return
         state = self.load()
         state[phase] = {"done": True, **details}
         write_json_atomic(self.path, state)

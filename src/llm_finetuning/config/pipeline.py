@@ -113,6 +113,12 @@ class PipelineConfig:
                 f"max_prompt_length + max_completion_length = {total} exceeds model.max_seq_length = "
                 f"{self.model.max_seq_length}",
             )
+        require(
+            not (grpo.vllm_mode == "server" and self.model.backend == "unsloth"),
+            "grpo_training.vllm_mode",
+            "server: the unsloth backend generates with its own engine in the training process; "
+            "set model.backend=hf to generate with a vLLM server",
+        )
         _validate_reward_names(self.rewards)
 
     @property

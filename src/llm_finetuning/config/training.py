@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .loading import option, require
+from .loading import ConfigError, option, require
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 
@@ -77,6 +77,13 @@ class GRPOTrainingConfig:
     vllm_importance_sampling_correction: bool = option(
         True, "reweight by the trainer/vLLM probability ratio of sampled tokens (TRL's default; Unsloth's is off)"
     )
+    vllm_server_host: str = option(
+        "127.0.0.1", "vllm_mode server: address of the `trl vllm-serve` server (checked before the model loads)"
+    )
+    vllm_server_port: int = option(8000, "vllm_mode server: the server's port (`trl vllm-serve --port`)")
+    vllm_server_timeout: float = option(
+        240.0, "vllm_mode server: seconds to wait for the server to answer before the run gives up"
+    )
     save_path: str = option("grpo_saved_lora", "final adapter; relative paths resolve inside output_dir")
 
     def __post_init__(self) -> None:
@@ -86,13 +93,7 @@ class GRPOTrainingConfig:
             "num_generations",
             f"must be >= 2: GRPO compares completions within a group (got {self.num_generations})",
         )
-        batch = self.per_device_train_batch_size * self.gradient_accumulation_steps
-        require(
-            batch % self.num_generations == 0,
-            "num_generations",
-            f"the generation batch per_device_train_batch_size x gradient_accumulation_steps = {batch} "
-            f"must be divisible by num_generations = {self.num_generations}",
-        )
+        _check_generation_batch(self)
         require(
             0 < self.train_validation_split <= 1,
             "train_validation_split",
@@ -106,6 +107,30 @@ class GRPOTrainingConfig:
             f"cispo caps the importance weight at epsilon_high itself, so {self.epsilon_high} caps every weight "
             "below 1; use 4-8 (the ScaleRL paper) or null (5.0)",
         )
+        _check_vllm_server(self)
+
+
+def _check_generation_batch(section: GRPOTrainingConfig) -> None:
+    """TRL's generation-batch rules with the number of processes this launch has (WORLD_SIZE; 1 without one)."""
+    from ..batch_rules import grpo_batch
+    from ..distributed import read_launch
+    from ..errors import PipelineError
+
+    try:
+        grpo_batch(section.per_device_train_batch_size, section.gradient_accumulation_steps,
+                   section.num_generations, read_launch().world_size)
+    except PipelineError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _check_vllm_server(section: GRPOTrainingConfig) -> None:
+    require(bool(section.vllm_server_host.strip()), "vllm_server_host", "must name the server's address")
+    require(0 < section.vllm_server_port < 65536, "vllm_server_port",
+            f"must be a TCP port, 1-65535 (got {section.vllm_server_port})")
+    require(section.vllm_server_timeout > 0, "vllm_server_timeout",
+            f"must be > 0 seconds (got {section.vllm_server_timeout})")
+    require(not (section.vllm_mode == "server" and section.use_vllm is False), "vllm_mode",
+            "server generates with vLLM: set use_vllm to true (or null), or vllm_mode to colocate")
 
 
 def _check_common_training(section: Any) -> None:

@@ -2,7 +2,8 @@
 
 Used before SFT, after SFT (= GRPO step 0), every ``eval_steps`` during GRPO, and after GRPO, always on the
 same problems so the numbers compare. Scoring is ``scoring.score_problems`` / ``scoring.figures``, the same
-path the ``evaluate`` tool takes.
+path the ``evaluate`` tool takes. In a multi-process run the ranks share the generation by whole batches
+(``sharding.generate_sharded``) and all score the gathered completions: greedy figures equal one process's.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import PipelineConfig
+from ..distributed import is_main_process
 from ..generation import SamplingSettings, generate_detailed, generation_budget
 from .judge import CompletionJudge
 from .scoring import figures, score_problems
+from .sharding import generate_sharded
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +73,13 @@ class Evaluator:
         return result
 
     def _score(self, model: Any, tokenizer: Any, sampling: SamplingSettings, label: str) -> list[dict[str, Any]]:
-        groups = generate_detailed(
-            model, tokenizer, [row["prompt"] for row in self.problems], sampling, batch_size=self.batch_size,
-            progress=True, description=f"eval {label}",
-        )
+        from transformers.integrations import is_deepspeed_zero3_enabled
+
+        def generate(prompts: list[Any]) -> list[Any]:
+            return generate_detailed(model, tokenizer, prompts, sampling, batch_size=self.batch_size,
+                                     progress=is_main_process(), description=f"eval {label}")
+
+        prompts = [row["prompt"] for row in self.problems]
+        # under ZeRO-3 transformers generates in lockstep across ranks (synced_gpus): equal batch counts
+        groups = generate_sharded(generate, prompts, self.batch_size, lockstep=is_deepspeed_zero3_enabled())
         return score_problems(self.judge, self.problems, groups)

@@ -22,7 +22,7 @@ from ..config import ModelConfig
 from ..errors import ModelError
 from .hardware import gradient_checkpointing, resolve_dtype
 
-__all__ = ["HFBackend", "load_hf_model", "load_hf_tokenizer"]
+__all__ = ["HFBackend", "load_hf_model", "load_hf_tokenizer", "load_kwargs"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,13 +36,29 @@ def load_hf_tokenizer(path: str | Path) -> Any:
         ) from None
 
 
-def load_hf_model(path: str | Path, model_config: ModelConfig) -> Any:
-    """``AutoModelForCausalLM`` in the configured dtype, on the GPU when there is one (4-bit if asked)."""
+def load_kwargs(model_config: ModelConfig) -> dict[str, Any]:
+    """``from_pretrained`` keywords: dtype; on CUDA this rank's GPU (``LOCAL_RANK``) and 4-bit if asked.
+
+    The device comes from the launch, not from ``torch.cuda.current_device()``, which is still GPU 0 for every
+    rank until something sets it. Under DeepSpeed ZeRO-3 there is no device map: ``zero.Init`` places and
+    partitions the weights itself (transformers refuses a device map there).
+    """
+    from transformers.integrations import is_deepspeed_zero3_enabled
+
+    from ..distributed import device_for, read_launch
+
     kwargs: dict[str, Any] = {"dtype": resolve_dtype(model_config)}
     if torch.cuda.is_available():
-        kwargs["device_map"] = {"": torch.cuda.current_device()}
+        if not is_deepspeed_zero3_enabled():
+            kwargs["device_map"] = {"": str(device_for(read_launch()))}
         if model_config.load_in_4bit:
             kwargs["quantization_config"] = _four_bit_config(kwargs["dtype"])
+    return kwargs
+
+
+def load_hf_model(path: str | Path, model_config: ModelConfig) -> Any:
+    """``AutoModelForCausalLM`` in the configured dtype, on this rank's GPU when there is one (4-bit if asked)."""
+    kwargs = load_kwargs(model_config)
     try:
         return AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
     except (OSError, ValueError) as exc:

@@ -60,8 +60,8 @@ class ModelManager:
     def parameter_counts(self) -> tuple[int, int]:
         """``(trainable, total)`` parameter counts of the loaded model."""
         self._require_loaded()
-        parameters = list(self.model.parameters())
-        return sum(p.numel() for p in parameters if p.requires_grad), sum(p.numel() for p in parameters)
+        sizes = [(getattr(p, "ds_numel", p.numel()), p.requires_grad) for p in self.model.parameters()]  # ZeRO-3
+        return sum(size for size, trainable in sizes if trainable), sum(size for size, _ in sizes)
 
     def load_adapter(self, path: str | Path) -> tuple[Any, Any]:
         """Continue from a saved adapter (or full model save): its weights go into the loaded, trainable model."""
@@ -101,10 +101,13 @@ class ModelManager:
             raise ModelError(
                 f"{path}: not a full model save (no config.json); with model.lora set, load it as an adapter"
             )
+        from ..distributed import full_weights
+
         reference = next(self.model.parameters())
         saved = AutoModelForCausalLM.from_pretrained(str(path), dtype=reference.dtype)
         try:
-            self.model.load_state_dict(saved.state_dict(), strict=True)
+            with full_weights(saved):  # under ZeRO-3 the copy loads partitioned too; the caller gathers ours
+                self.model.load_state_dict(saved.state_dict(), strict=True)
         except RuntimeError as exc:
             raise ModelError(
                 f"{path}: saved weights do not fit this model ({str(exc).splitlines()[0]})"

@@ -1,18 +1,22 @@
 """Trainer callbacks shared by both phases: metrics to JSONL, graceful stop on signals, periodic evaluation.
 
 A failure inside a logging or evaluation callback is logged and swallowed: losing a metric must never kill
-hours of training.
+hours of training. Every callback runs on every rank of a multi-process run; ``MetricsWriter`` writes only on
+the main process, and the stop decision is taken by all ranks together, so they stop after the same step.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
 from transformers import TrainerCallback
 
+from ..distributed import any_rank
 from ..run_outputs import MetricsWriter
 
 logger = logging.getLogger(__name__)
@@ -43,12 +47,20 @@ class MetricsLogging(TrainerCallback):
 
 
 class GracefulStop(TrainerCallback):
-    """On SIGINT/SIGTERM: finish the current step, save a checkpoint, stop; the phase then reports it."""
+    """On SIGINT/SIGTERM: finish the current step, save a checkpoint, stop; the phase then reports it.
+
+    In a multi-process run the ranks decide together at the end of every step (``any_rank``): a signal that
+    reached one rank, or reached the ranks during different steps, stops all of them after the same step, so
+    the checkpoint is one complete checkpoint. One Ctrl-C can reach a rank twice (from the terminal, and
+    forwarded by the launcher); a second signal counts as "really stop now" only after ``INSIST_AFTER`` seconds.
+    """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    INSIST_AFTER = 1.0
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self._received_at = 0.0
         self._previous: dict[int, Any] = {}
 
     def install(self) -> None:
@@ -61,25 +73,34 @@ class GracefulStop(TrainerCallback):
         self._previous.clear()
 
     def _handle(self, signum, frame) -> None:
-        if self.received is not None:  # a second signal: the user really wants out
-            raise KeyboardInterrupt
-        self.received = signum
+        if self.received is not None:
+            if time.monotonic() - self._received_at > self.INSIST_AFTER:  # a second signal: the user insists
+                raise KeyboardInterrupt
+            return
+        self.received, self._received_at = signum, time.monotonic()
         logger.warning("%s received: saving a checkpoint after this step", signal.Signals(signum).name)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.received is not None:
+        if any_rank(self.received is not None):
+            if self.received is None:
+                self.received = signal.SIGTERM  # another rank was signalled: stop with it
             control.should_save = True
             control.should_training_stop = True
         return control
 
 
 class PeriodicEvaluation(TrainerCallback):
-    """Runs ``evaluate(model, step)`` every ``every`` steps (greedy, on the validation problems)."""
+    """Runs ``evaluate(model, step)`` every ``every`` steps (greedy, on the validation problems).
 
-    def __init__(self, every: int, evaluate: Callable[[Any, int], None]) -> None:
-        self.every, self.evaluate = every, evaluate
+    ``model_context()`` yields the model to generate from (the phase's: under ZeRO-3 its gathered weights).
+    """
+
+    def __init__(self, every: int, evaluate: Callable[[Any, int], None],
+                 model_context: Callable[[], contextlib.AbstractContextManager[Any]] | None = None) -> None:
+        self.every, self.evaluate, self.model_context = every, evaluate, model_context
 
     @_never_raise
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if state.global_step % self.every == 0 and state.global_step < state.max_steps:
-            self.evaluate(model, state.global_step)
+            with (self.model_context() if self.model_context else contextlib.nullcontext(model)) as current:
+                self.evaluate(current, state.global_step)

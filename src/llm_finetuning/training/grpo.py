@@ -36,7 +36,7 @@ class GRPOPhase(TrainingPhase):
     ) -> None:
         callbacks = []
         if evaluate is not None and config.grpo_training.eval_strategy == "steps":
-            callbacks.append(PeriodicEvaluation(config.grpo_training.eval_steps, evaluate))
+            callbacks.append(PeriodicEvaluation(config.grpo_training.eval_steps, evaluate, self.model_for_generation))
         super().__init__(manager, Path(config.output_dir) / "grpo", metrics, callbacks)
         self.config, self.data = config, data
         self.reward_funcs, self.reward_weights = reward_funcs, reward_weights

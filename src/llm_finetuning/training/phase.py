@@ -2,19 +2,23 @@
 
 A phase subclass only says how to build its trainer; everything else — checkpoint markers, metrics, signal
 handling, resume from the newest complete checkpoint, dropping the trainer afterwards so its optimizer
-and dataloaders can be freed — happens here, once.
+and dataloaders can be freed — happens here, once. In a multi-process run every rank runs the phase; at its
+end each rank reports a checksum of its weights, so a run can show its replicas stayed identical.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import weakref
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..distributed import gather_objects, weights_checksum, world_size
 from ..errors import ModelError, TrainingInterrupted
 from ..model import ModelManager
 from ..model.hardware import free_memory, on_cuda
@@ -34,6 +38,7 @@ class PhaseResult:
     seconds: float
     resumed_from: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)  # the trainer's arguments as it used them
+    weight_checksums: list[str | None] | None = None  # one per rank in a multi-process run, else None
 
 
 class TrainingPhase(ABC):
@@ -72,6 +77,8 @@ class TrainingPhase(ABC):
         finally:
             stop.restore()
         steps = trainer.state.global_step
+        checksums = gather_objects(weights_checksum(self.manager.model)) if world_size() > 1 else None
+        checksums = checksums if checksums and None not in checksums else None  # ZeRO-3: no replicas to compare
         release(trainer)
         del trainer
         free_memory()
@@ -79,8 +86,22 @@ class TrainingPhase(ABC):
             raise TrainingInterrupted(
                 f"{self.name} stopped at step {steps}; a checkpoint was saved in {self.output_dir}"
             )
+        if checksums and len(set(checksums)) > 1:
+            logger.error("%s: the ranks' weights differ after training (checksums %s)", self.name, checksums)
         return PhaseResult(steps, round(time.perf_counter() - started, 2), str(checkpoint) if checkpoint else None,
-                           settings)
+                           settings, checksums)
+
+    @contextlib.contextmanager
+    def model_for_generation(self) -> Iterator[Any]:
+        """The model to generate from while the trainer lives: under ZeRO-3 its gathered weights, as TRL does."""
+        trainer = self.trainer_ref() if self.trainer_ref else None
+        if trainer is None:
+            yield self.manager.model
+            return
+        from trl.models.utils import unwrap_model_for_generation
+
+        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
+            yield model
 
     def _checkpoint_to_resume(self, resume: bool) -> Path | None:
         checkpoint = latest_complete_checkpoint(self.output_dir)
