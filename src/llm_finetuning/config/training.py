@@ -72,6 +72,11 @@ class GRPOTrainingConfig:
     vllm_enable_sleep_mode: bool = option(
         False, "offload vLLM weights while training steps run (saves memory)"
     )
+    vllm_gpu_memory_utilization: float = option(
+        0.3,
+        "hf backend: share of GPU memory for its vLLM engine (rollouts and evaluation), which holds a second "
+        "copy of the weights beside the training model; unsloth shares them and uses model.gpu_memory_utilization",
+    )
     save_path: str = option("grpo_saved_lora", "final adapter; relative paths resolve inside output_dir")
 
     def __post_init__(self) -> None:
@@ -95,6 +100,11 @@ class GRPOTrainingConfig:
         )
         require(self.eval_steps > 0, "eval_steps", f"must be > 0 (got {self.eval_steps})")
         require(self.beta >= 0, "beta", f"must be >= 0 (got {self.beta})")
+        require(
+            0 < self.vllm_gpu_memory_utilization <= 1,
+            "vllm_gpu_memory_utilization",
+            f"must be in (0, 1] (got {self.vllm_gpu_memory_utilization})",
+        )
 
 
 def _check_common_training(section: Any) -> None:

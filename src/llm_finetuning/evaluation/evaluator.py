@@ -1,8 +1,10 @@
 """Evaluate a model on held-out problems: greedy for format and answer accuracy, k samples for avg@k.
 
 Used before SFT, after SFT (= GRPO step 0), every ``eval_steps`` during GRPO, and after GRPO, always on the
-same problems so the numbers compare. Scoring is ``scoring.score_problems`` / ``scoring.figures``, the same
-path the ``evaluate`` tool takes.
+same problems so the numbers compare. Generation goes through the manager's engine (``evaluation.engine``:
+hf, vllm or Unsloth's); samples are drawn from ``seed`` in their own random stream, so an evaluation never
+moves training's random state and every stage is scored on the same draws. Scoring is
+``scoring.score_problems`` / ``scoring.figures``, the same path the ``evaluate`` tool takes.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import PipelineConfig
-from ..generation import SamplingSettings, generate_detailed, generation_budget
+from ..generation import SamplingSettings, generation_budget
 from .judge import CompletionJudge
 from .scoring import figures, score_problems
 
@@ -48,30 +50,30 @@ class Evaluator:
             problems.select(range(min(evaluation.num_samples, len(problems)))),
             judge,
             SamplingSettings(greedy=True, max_new_tokens=budget),
-            SamplingSettings.from_config(config, num_samples=evaluation.sampled_k, max_new_tokens=budget),
+            SamplingSettings.from_config(config, num_samples=evaluation.sampled_k, max_new_tokens=budget,
+                                         seed=config.seed),
             batch_size=evaluation.batch_size,
         )
 
-    def evaluate(self, model: Any, tokenizer: Any, label: str, *, include_sampled: bool = True) -> dict[str, Any]:
+    def evaluate(self, engine: Any, label: str, *, include_sampled: bool = True) -> dict[str, Any]:
+        """The recorded figures of the model ``engine`` (``generation.engines``) generates with."""
         started = time.perf_counter()
-        greedy = figures(self._score(model, tokenizer, self.greedy, label))
+        greedy = figures(self._score(engine, self.greedy, label))
         sampled_accuracy = None  # periodic GRPO evaluations draw no samples: not a copy of the greedy figure
         if include_sampled and self.sampled is not None:
-            sampled_accuracy = figures(self._score(model, tokenizer, self.sampled, f"{label} (sampled)"))[
-                "answer_accuracy"
-            ]
+            sampled_accuracy = figures(self._score(engine, self.sampled, f"{label} (sampled)"))["answer_accuracy"]
         result = {key: greedy.get(key) for key in RECORDED} | {"sampled_answer_accuracy": sampled_accuracy}
         logger.info(
-            "eval %s: n=%d format %.3f answer %.3f sampled %s reward %.2f (%.1fs)",
+            "eval %s: n=%d format %.3f answer %.3f sampled %s reward %.2f (%.1fs, %s engine)",
             label, result["n"], result["format_accuracy"], result["answer_accuracy"],
             "-" if sampled_accuracy is None else f"{sampled_accuracy:.3f}", result["avg_total_reward"],
-            time.perf_counter() - started,
+            time.perf_counter() - started, engine.name,
         )
         return result
 
-    def _score(self, model: Any, tokenizer: Any, sampling: SamplingSettings, label: str) -> list[dict[str, Any]]:
-        groups = generate_detailed(
-            model, tokenizer, [row["prompt"] for row in self.problems], sampling, batch_size=self.batch_size,
-            progress=True, description=f"eval {label}",
+    def _score(self, engine: Any, sampling: SamplingSettings, label: str) -> list[dict[str, Any]]:
+        groups = engine.generate(
+            [row["prompt"] for row in self.problems], sampling, batch_size=self.batch_size, progress=True,
+            description=f"eval {label}",
         )
         return score_problems(self.judge, self.problems, groups)

@@ -21,7 +21,7 @@ from ..model.hardware import gradient_checkpointing, mixed_precision, on_cuda, u
 # evaluation runs in our own callback, use_vllm and max_completion_length are resolved from the backend and
 # the data, and the vLLM engine settings only apply to TRL's own engine.
 _DECIDED_HERE = frozenset({"eval_strategy", "eval_steps", "use_vllm", "max_completion_length", "vllm_mode",
-                           "vllm_enable_sleep_mode"})
+                           "vllm_enable_sleep_mode", "vllm_gpu_memory_utilization"})
 
 
 def same_named_fields(section: Any, trl_class: type) -> dict[str, Any]:
@@ -76,6 +76,11 @@ def vllm_wanted(config: PipelineConfig, backend: str) -> bool:
     return on_cuda() and importlib.util.find_spec("vllm") is not None
 
 
+def rollouts_share_engine(config: PipelineConfig, backend: str) -> bool:
+    """GRPO's rollouts run on a vLLM engine in this process that the run keeps (TRL's colocated one, hf backend)."""
+    return backend == "hf" and vllm_wanted(config, backend) and config.grpo_training.vllm_mode == "colocate"
+
+
 def grpo_arguments(
     config: PipelineConfig, output_dir: Path, backend: str, max_completion_length: int, reward_weights: list[float]
 ) -> dict[str, Any]:
@@ -98,7 +103,9 @@ def grpo_arguments(
     if use_vllm and backend == "hf":  # TRL's own engine; Unsloth brings its engine with the model
         arguments.update(
             vllm_mode=section.vllm_mode,
-            vllm_gpu_memory_utilization=config.model.gpu_memory_utilization,
+            # a second full copy of the weights beside the training model: not Unsloth's shared-weight share
+            vllm_gpu_memory_utilization=section.vllm_gpu_memory_utilization,
+            vllm_max_model_length=config.model.max_seq_length,
             vllm_enable_sleep_mode=section.vllm_enable_sleep_mode,
         )
     return arguments
