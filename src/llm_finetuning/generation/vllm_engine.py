@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from ..config import PipelineConfig
+from ..errors import ModelError
 from ..model.hardware import free_memory, on_cuda, resolve_dtype
 from .hf import render_prompts
 from .settings import Completion, Conversation, SamplingSettings
@@ -77,6 +78,9 @@ def engine_arguments(config: PipelineConfig, model_path: str) -> dict[str, Any]:
         "seed": config.seed,
         "max_num_batched_tokens": 4096,  # TRL's choice: vLLM's profiler misjudges memory at its default
         "enforce_eager": not on_cuda(),  # compiling on a CPU takes longer than the generation it speeds up
+        # vLLM's CPU build cannot rewind a seeded request's generator after a partial (chunked) prefill
+        # ("CPU Generator does not use offset"): prompts are prefilled whole there
+        "enable_chunked_prefill": on_cuda(),
     }
 
 
@@ -85,6 +89,7 @@ def build_engine(config: PipelineConfig, model_path: str) -> RunningEngine:
     from vllm import LLM
 
     if not on_cuda():
+        _check_cpu_head_size(model_path)
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
     owns = not (torch.distributed.is_available() and torch.distributed.is_initialized())
     started = time.perf_counter()
@@ -92,6 +97,21 @@ def build_engine(config: PipelineConfig, model_path: str) -> RunningEngine:
         llm = LLM(**engine_arguments(config, model_path))
     logger.info("vLLM engine on %s started in %.1fs", model_path, time.perf_counter() - started)
     return RunningEngine(llm, owns)
+
+
+def _check_cpu_head_size(model_path: str) -> None:
+    """vLLM's CPU attention takes a few head sizes only; say so before the engine starts, not mid-generation."""
+    from transformers import AutoConfig
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    model_config = AutoConfig.from_pretrained(model_path)
+    head_size = getattr(model_config, "head_dim", None) or model_config.hidden_size // model_config.num_attention_heads
+    supported = CPUAttentionBackend.get_supported_head_sizes()
+    if head_size not in supported:
+        raise ModelError(
+            f"engine vllm: vLLM's CPU build attends with head sizes {supported}, and this model's is {head_size}; "
+            "use engine hf (or a model whose hidden_size / num_attention_heads is one of them)"
+        )
 
 
 @contextmanager
