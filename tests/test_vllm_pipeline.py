@@ -53,7 +53,7 @@ def test_a_finished_run_leaves_no_engine_so_load_trained_starts_its_own(vllm_run
     model = load_trained(vllm_runs["full"] / "config.yaml", engine="vllm")
     try:
         assert model.manager.engine.name == "vllm"
-        ((reasoning, answer, completion),) = model.solve_many(["What is 3 + 4?"])
+        ((reasoning, _, completion),) = model.solve_many(["What is 3 + 4?"])
         assert completion.strip() and reasoning
     finally:
         model.free()
