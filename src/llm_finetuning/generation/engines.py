@@ -8,8 +8,8 @@
 
 ``evaluation.engine`` (and the tools' ``--engine``) is ``auto``, ``hf`` or ``vllm``. ``auto`` takes the engine
 the model already has (Unsloth's), else the engine GRPO's rollouts will use anyway, else vLLM on a CUDA GPU
-where it loads, else hf. On a CPU ``auto`` stays with hf: vLLM's start (20–75 s there) costs more than it
-saves on evaluation-sized workloads, so ``vllm`` is opt-in. Asking for ``vllm`` on a model that carries
+where it loads, else hf. On a CPU ``auto`` stays with hf: vLLM's first start in a process (about 20 s there,
+its import included) costs more than it saves on evaluation-sized workloads, so ``vllm`` is opt-in. Asking for ``vllm`` on a model that carries
 Unsloth's engine uses that engine: never a second one on the same GPU.
 
     >>> engine = manager.use_engine("auto")                                               # doctest: +SKIP
@@ -39,7 +39,8 @@ ENGINES: dict[str, str] = {
 }
 
 CPU_OPT_IN = (
-    "on a CPU vLLM's engine start (20-75 s) costs more than it saves on evaluation-sized workloads; "
+    "on a CPU vLLM's engine start (about 20 s with its import) costs more than it saves on evaluation-sized "
+    "workloads; "
     "evaluation.engine: vllm (--engine vllm) uses it"
 )
 

@@ -8,7 +8,8 @@ with seeds ``seed + i`` when a seed is set: one seeded request with ``n > 1`` wo
 
 Our engine runs in this process (``distributed_executor_backend="external_launcher"``, as TRL's colocated
 engine does), so the weights are pushed from memory (``vllm_weights``), and it is built on first use: a run
-that never generates with it never pays its start (20–75 s on a CPU with imports, a few seconds afterwards).
+that never generates with it never pays its start (on a 2-core CPU about 20 s for the first engine of a process,
+vLLM's import included, 2–5 s for later ones).
 Building one reseeds Python's, NumPy's and torch's random state and disables ``torch.set_num_threads``; both
 are put back, so building an engine does not change training. ``shutdown`` tears it down as Unsloth's
 ``delete_vllm`` does, leaving alone a process group that was there before the engine.
@@ -208,11 +209,19 @@ class VLLMEngine:
 
     def _run(self, requests: list[dict], params: list[Any], progress: bool) -> list[Any]:
         llm, model = self.manager.vllm_engine().llm, self.manager.model
+        asleep = llm.llm_engine.is_sleeping()  # TRL's engine with vllm_enable_sleep_mode, between its rollouts
+        if asleep:
+            llm.wake_up()
         pushed = (id(llm), weights_version(model))
-        if pushed != self._pushed:
+        if asleep or pushed != self._pushed:
             push_weights(llm, model_weights(model))
             self._pushed = pushed
-        return llm.generate(requests, params, use_tqdm=progress)
+        try:
+            return llm.generate(requests, params, use_tqdm=progress)
+        finally:
+            if asleep:  # as TRL left it: its next rollout wakes it and pushes the weights again
+                llm.sleep(level=2)
+                self._pushed = None
 
 
 class UnslothEngine(VLLMEngine):
