@@ -110,7 +110,7 @@ def lora_request_speed(manager, prompts, settings, rounds: int, adapter: Path) -
         return [[_counted(o.outputs[0], tokenizer)] for o in outputs]
 
     result = speed(generate, prompts, settings, rounds)
-    RunningEngine(llm, owns_process_group=True).shutdown()
+    RunningEngine(llm).shutdown()
     return {"vllm LoRARequest engine start (s)": start, "vllm LoRARequest": result}
 
 

@@ -22,21 +22,26 @@ class WithEngine:
     vllm_engine = object()
 
 
+MULTI = "auto: the vllm engine runs in a single process, and this launch has several"
+
+
 @pytest.mark.parametrize(
-    ("choice", "problem", "cuda", "rollouts", "expected", "reason"),
+    ("choice", "problem", "cuda", "rollouts", "multi", "expected", "reason"),
     [
-        ("hf", None, True, True, "hf", "hf was asked for"),
-        ("vllm", None, False, False, "vllm", "vllm was asked for"),
-        ("auto", None, False, False, "hf", CPU_OPT_IN),  # opt-in on a CPU: the start costs more than it saves
-        ("auto", None, False, True, "vllm", "auto: GRPO generates with vLLM here"),
-        ("auto", None, True, False, "vllm", "auto: vLLM loads on this CUDA machine"),
-        ("auto", "vLLM is not installed", True, True, "hf", "auto: vLLM is not installed"),
+        ("hf", None, True, True, False, "hf", "hf was asked for"),
+        ("vllm", None, False, False, False, "vllm", "vllm was asked for"),
+        ("auto", None, False, False, False, "hf", CPU_OPT_IN),  # opt-in on a CPU: its start costs more than it saves
+        ("auto", None, False, True, False, "vllm", "auto: GRPO generates with vLLM here"),
+        ("auto", None, True, False, False, "vllm", "auto: vLLM loads on this CUDA machine"),
+        ("auto", "vLLM is not installed", True, True, False, "hf", "auto: vLLM is not installed"),
+        ("auto", None, True, True, True, "hf", MULTI),  # vLLM's teardown would take the launch's process group
     ],
 )
-def test_the_engine_each_choice_picks(monkeypatch, choice, problem, cuda, rollouts, expected, reason):
+def test_the_engine_each_choice_picks(monkeypatch, choice, problem, cuda, rollouts, multi, expected, reason):
     monkeypatch.setattr(engines_module, "vllm_problem", lambda: problem)
     monkeypatch.setattr(engines_module, "on_cuda", lambda: cuda)
-    name, why = choose_engine(choice, model=torch.nn.Linear(1, 1), backend="hf", rollouts_use_vllm=rollouts)
+    name, why = choose_engine(choice, model=torch.nn.Linear(1, 1), backend="hf", rollouts_use_vllm=rollouts,
+                              multi_process=multi)  # fmt: skip
     assert name == expected and why.startswith(reason)
 
 
@@ -51,6 +56,8 @@ def test_asking_for_vllm_where_it_cannot_run_is_a_one_line_error(monkeypatch):
     with pytest.raises(ModelError, match=r"^engine vllm: vLLM is not installed; .*or generate with engine hf$"):
         choose_engine("vllm", model=None, backend="hf")
     monkeypatch.setattr(engines_module, "vllm_problem", lambda: None)
+    with pytest.raises(ModelError, match="^engine vllm: the vllm engine runs in a single process"):
+        choose_engine("vllm", model=None, backend="hf", multi_process=True)
     with pytest.raises(ModelError, match="4-bit weights of the hf backend cannot be pushed"):
         choose_engine("vllm", model=None, backend="hf", load_in_4bit=True)
     with pytest.raises(ModelError, match="valid: auto, hf, vllm"):

@@ -82,11 +82,13 @@ def get_engine(name: str, manager: Any) -> GenerationEngine:
 
 
 def choose_engine(
-    choice: str, *, model: Any, backend: str, load_in_4bit: bool = False, rollouts_use_vllm: bool = False
+    choice: str, *, model: Any, backend: str, load_in_4bit: bool = False, rollouts_use_vllm: bool = False,
+    multi_process: bool = False,
 ) -> tuple[str, str]:
     """``(engine name, reason)`` for ``choice`` (auto | hf | vllm); a ModelError for a vllm that cannot run.
 
     ``rollouts_use_vllm``: GRPO will generate with a vLLM engine in this process anyway (its engine is shared).
+    ``multi_process``: one of several launched processes, where the vllm engine (one process's) is not built.
     """
     if choice not in ("auto", "hf", "vllm"):
         raise ModelError(f"evaluation.engine: unknown engine {choice!r}; valid: auto, hf, vllm")
@@ -95,6 +97,8 @@ def choose_engine(
     if getattr(model, "vllm_engine", None) is not None:
         return "unsloth", f"{choice}: the model carries Unsloth's vLLM engine (fast_inference); generating on it"
     problem = vllm_problem()
+    if multi_process:
+        problem = problem or "the vllm engine runs in a single process, and this launch has several"
     if choice == "vllm":
         if problem:
             raise ModelError(f"engine vllm: {problem}; or generate with engine hf")

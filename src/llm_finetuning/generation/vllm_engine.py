@@ -12,7 +12,8 @@ that never generates with it never pays its start (on a 2-core CPU about 20 s fo
 vLLM's import included, 2–5 s for later ones).
 Building one reseeds Python's, NumPy's and torch's random state and disables ``torch.set_num_threads``; both
 are put back, so building an engine does not change training. ``shutdown`` tears it down as Unsloth's
-``delete_vllm`` does, leaving alone a process group that was there before the engine.
+``delete_vllm`` does. vLLM's in-process teardown destroys torch's default process group, whoever made it,
+so the engine is one process's: a multi-process launch never builds one (``engines.choose_engine``).
 """
 
 from __future__ import annotations
@@ -47,18 +48,16 @@ _LAUNCH_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 @dataclass
 class RunningEngine:
-    """A ``vllm.LLM`` and whether tearing it down may destroy the torch process group (vLLM made it)."""
+    """A ``vllm.LLM`` running in this process, and its teardown."""
 
     llm: Any
-    owns_process_group: bool
 
     def shutdown(self) -> None:
         """Free the engine's model, KV cache and process groups, as unsloth_zoo's ``delete_vllm`` does."""
         from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
 
         destroy_model_parallel()
-        if self.owns_process_group:
-            destroy_distributed_environment()
+        destroy_distributed_environment()
         engine = getattr(self.llm, "llm_engine", None)
         if engine is not None and hasattr(engine, "model_executor"):
             del engine.model_executor
@@ -92,12 +91,11 @@ def build_engine(config: PipelineConfig, model_path: str) -> RunningEngine:
     if not on_cuda():
         _check_cpu_head_size(model_path)
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
-    owns = not (torch.distributed.is_available() and torch.distributed.is_initialized())
     started = time.perf_counter()
     with single_process_launch(), _preserved_process_state():
         llm = LLM(**engine_arguments(config, model_path))
     logger.info("vLLM engine on %s started in %.1fs", model_path, time.perf_counter() - started)
-    return RunningEngine(llm, owns)
+    return RunningEngine(llm)
 
 
 def _check_cpu_head_size(model_path: str) -> None:

@@ -179,12 +179,13 @@ class ModelManager:
 
     def use_engine(self, choice: str = "auto", *, rollouts_use_vllm: bool = False) -> Any:
         """Pick the generation engine for ``choice`` (auto | hf | vllm; see ``generation.engines``) and keep it."""
+        from ..distributed import read_launch
         from ..generation.engines import choose_engine, get_engine
 
         self._require_loaded()
         name, self.engine_reason = choose_engine(
             choice, model=self.model, backend=self.backend_name, load_in_4bit=self.config.model.load_in_4bit,
-            rollouts_use_vllm=rollouts_use_vllm,
+            rollouts_use_vllm=rollouts_use_vllm, multi_process=read_launch().is_distributed,
         )  # fmt: skip
         self.engine = get_engine(name, self)
         logger.info("generation engine: %s (%s)", name, self.engine_reason)

@@ -13,8 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from ..config import PipelineConfig
 from ..data import GRPOData
 from ..model import ModelManager
@@ -53,8 +51,7 @@ class GRPOPhase(TrainingPhase):
         )
         if not rollouts_share_engine(self.config, self.manager.backend_name):
             return self._trainer(GRPOTrainer, GRPOConfig(**arguments))
-        process_group_existed = torch.distributed.is_available() and torch.distributed.is_initialized()
-        with trl_vllm.trl_engine_start(self.manager):
+        with trl_vllm.trl_engine_start(self.manager) as process_group_existed:
             trainer = self._trainer(GRPOTrainer, GRPOConfig(**arguments))
         trl_vllm.adopt(trainer, self.manager, process_group_existed)
         return trainer

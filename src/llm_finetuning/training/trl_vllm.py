@@ -6,8 +6,9 @@ and push the training weights into it before each generation. Around that, and n
 - ``trl_engine_start``: an evaluation engine of the run makes way first (never two engines on one device),
   the launcher variables TRL sets for vLLM are restored afterwards (a LOCAL_RANK left behind would make the
   next trainer's accelerate state distributed), and vLLM's CPU build gets a KV cache sized for its tiny job;
-- ``adopt``: the run's ``ModelManager`` takes the engine, so evaluation during and after GRPO generates on it
-  and ``ModelManager.free`` tears it down;
+- ``adopt``: in a single-process run the run's ``ModelManager`` takes the engine, so evaluation during and
+  after GRPO generates on it and ``ModelManager.free`` tears it down (in a multi-process launch TRL keeps it:
+  vLLM's teardown would take the launch's process group with it);
 - on vLLM's CPU build only, ``sync_weights`` of that one trainer is replaced: TRL pushes each weight through
   ``load_weights``, which fails there (``'Parameter' object has no attribute 'weight_loader'``: the CPU
   backend repacks linear weights after loading). The replacement keeps TRL's own walk over the weights (PEFT
@@ -32,23 +33,27 @@ __all__ = ["adopt", "trl_engine_start"]
 
 
 @contextmanager
-def trl_engine_start(manager: Any) -> Iterator[None]:
-    """Wrap the construction of a GRPOTrainer that starts TRL's colocated engine."""
+def trl_engine_start(manager: Any) -> Iterator[bool]:
+    """Wrap the construction of a GRPOTrainer that starts TRL's colocated engine; yields whether a torch
+    process group existed before it (a multi-process launch's)."""
     manager.close_vllm()
+    process_group_existed = torch.distributed.is_available() and torch.distributed.is_initialized()
     if not on_cuda():
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
     set_num_threads = torch.set_num_threads  # vLLM's CPU worker replaces it in the process it runs in
     try:
         with single_process_launch():
-            yield
+            yield process_group_existed
     finally:
         torch.set_num_threads = set_num_threads
 
 
 def adopt(trainer: Any, manager: Any, process_group_existed: bool) -> None:
-    """Hand TRL's engine to ``manager``; on vLLM's CPU build give the trainer a weight sync that works there."""
+    """Hand TRL's engine to ``manager`` (one process only); on vLLM's CPU build give the trainer a weight sync
+    that works there."""
     generation = trainer.vllm_generation
-    manager.adopt_vllm(RunningEngine(generation.llm, owns_process_group=not process_group_existed))
+    if not process_group_existed:
+        manager.adopt_vllm(RunningEngine(generation.llm))
     from vllm.platforms import current_platform
 
     if current_platform.is_cpu():
