@@ -3,8 +3,9 @@
 Rewards and weights come from the registry; sampling from ``vllm_sampling``; generation runs in vLLM when
 the backend can (Unsloth fast inference, or vLLM installed on CUDA, or ``use_vllm: true`` with vLLM's CPU
 build) and through ``model.generate`` otherwise. TRL's colocated engine on the hf backend is handed to the
-run's ``ModelManager`` (``trl_vllm``), so evaluations share it. Evaluation on the validation problems runs every ``eval_steps`` from a callback, greedy, with
-the same judge as the before/after evaluations. Checkpoints go to ``<output_dir>/grpo/``.
+run's ``ModelManager`` (``trl_vllm``), so evaluations share it. Evaluation on the validation problems runs
+every ``eval_steps`` from a callback, greedy, with the same judge as the before/after evaluations.
+Checkpoints go to ``<output_dir>/grpo/``.
 """
 
 from __future__ import annotations
