@@ -125,7 +125,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for both engines (default 1)")
     parser.add_argument("--rounds", type=int, default=2, help="timed repetitions; the best counts (default 2)")
+    parser.add_argument("--workloads", default="tiny,lora,larger", help="which of tiny,lora,larger (default all)")
     args = parser.parse_args()
+    workloads = set(args.workloads.split(","))
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import torch
 
@@ -135,20 +137,23 @@ def main() -> None:
 
     results: dict = {"threads": args.threads, "import vllm (s)": round(time.perf_counter() - started, 1)}
     with tempfile.TemporaryDirectory() as tmp:
-        manager, prompts, settings = workload(Path(tmp) / "tiny", [], problems=200, max_new_tokens=24)
-        results["tiny eval"] = engine_speeds(manager, prompts, settings, args.rounds)
-        manager.free()
-        manager, prompts, settings = workload(Path(tmp) / "lora", [LORA], problems=200, max_new_tokens=24)
-        adapter = manager.save_adapter(Path(tmp) / "adapter")
-        results["tiny eval, LoRA r=16"] = {
-            **engine_speeds(manager, prompts, settings, args.rounds),
-            **lora_request_speed(manager, prompts, settings, args.rounds, adapter),
-        }
-        manager.free()
-        manager, prompts, settings = workload(Path(tmp) / "larger", LARGER, problems=64, max_new_tokens=48)
-        parameters = sum(p.numel() for p in manager.model.parameters())
-        results[f"qwen3-{parameters / 1e6:.0f}m"] = engine_speeds(manager, prompts, settings, args.rounds)
-        manager.free()
+        if "tiny" in workloads:
+            manager, prompts, settings = workload(Path(tmp) / "tiny", [], problems=200, max_new_tokens=24)
+            results["tiny eval"] = engine_speeds(manager, prompts, settings, args.rounds)
+            manager.free()
+        if "lora" in workloads:
+            manager, prompts, settings = workload(Path(tmp) / "lora", [LORA], problems=200, max_new_tokens=24)
+            adapter = manager.save_adapter(Path(tmp) / "adapter")
+            results["tiny eval, LoRA r=16"] = {
+                **engine_speeds(manager, prompts, settings, args.rounds),
+                **lora_request_speed(manager, prompts, settings, args.rounds, adapter),
+            }
+            manager.free()
+        if "larger" in workloads:
+            manager, prompts, settings = workload(Path(tmp) / "larger", LARGER, problems=64, max_new_tokens=48)
+            parameters = sum(p.numel() for p in manager.model.parameters())
+            results[f"qwen3-{parameters / 1e6:.0f}m"] = engine_speeds(manager, prompts, settings, args.rounds)
+            manager.free()
     print(json.dumps(results, indent=1))
 
 
