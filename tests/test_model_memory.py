@@ -90,13 +90,14 @@ def test_on_8_gib_the_engine_cannot_hold_16_bit_weights_and_4_bit_comes_first():
     assert estimate.lines()[-1].startswith("does not fit; first change: --set model.load_in_4bit=true")
 
 
-def test_the_hf_backend_with_trls_engine_needs_a_second_copy_and_a_smaller_share():
+def test_the_hf_backend_with_trls_engine_needs_a_second_copy_with_its_own_share():
     config = PipelineConfig.from_yaml(DEFAULT, ["model.backend=hf"])
     estimate = estimate_memory(config, parse_size("24GiB"))
     sft, grpo = estimate.phases
-    assert "vllm engine" not in sft.parts and grpo.parts["vllm engine"] == int(0.7 * 24 * GIB)
+    # TRL's engine holds a second copy of the weights: its share is its own (TRL's 0.3), not Unsloth's 0.7
+    assert "vllm engine" not in sft.parts and grpo.parts["vllm engine"] == int(0.3 * 24 * GIB)
     assert grpo.parts["weights"] == 4_022_468_096 * 2 and not estimate.fits
-    assert estimate.suggestion.startswith("--set model.gpu_memory_utilization=")
+    assert estimate.suggestion.startswith("--set grpo_training.vllm_gpu_memory_utilization=")
     assert estimate_memory(_apply(config, estimate.suggestion), parse_size("24GiB")).fits
 
 

@@ -54,6 +54,7 @@ def test_run_writes_every_output(finished_run):
     assert summary["phases"]["grpo"]["steps"] == 4
     assert summary["save_path"] == str((output_dir / "grpo_saved_lora").resolve())
     assert summary["backend"] == "hf"
+    assert summary["engine"] == "hf" and summary["engine_reason"].startswith("auto: ")  # on a CPU vLLM is opt-in
     assert {"torch", "trl", "transformers"} <= set(summary["versions"])
     assert set(summary["cpu"]) == {"model", "flags", "torch_capability", "threads"}  # what decides CPU numerics
     grpo = summary["phases"]["grpo"]["settings"]  # as the built trainer used them, after every rewrite

@@ -166,7 +166,7 @@ def test_evaluate_takes_several_subsets_and_notes_a_merged_train_split():
     assert dataset_spec(build_parser().parse_args(["--data", "openai/gsm8k", "--subset", "main"])).subset == "main"
     from llm_finetuning.data.loader import dataset_note
 
-    metrics = {"k": 1, "n": 0, "adapter": None, "answer_accuracy": 0.0, "breakdowns": {},
+    metrics = {"k": 1, "n": 0, "adapter": None, "engine": "hf", "answer_accuracy": 0.0, "breakdowns": {},
                "data": {"name": "qwedsacf/competition_math", "split": "train",
                         "note": dataset_note("qwedsacf/competition_math")}}  # fmt: skip
     assert "note: has only a train split" in render_table(metrics)

@@ -122,3 +122,19 @@ def test_every_same_named_config_field_reaches_trl_and_ours_stay_ours(tmp_path):
     sft = same_named_fields(config.sft_training, SFTConfig)
     assert sft["max_grad_norm"] == 0.5 and sft["lr_scheduler_type"] == "cosine"
     assert grpo_arguments(config, tmp_path, "hf", 64, [1.0])["epsilon_high"] == 0.28
+
+
+def test_trls_engine_on_the_hf_backend_gets_its_own_memory_share_and_the_model_length(tmp_path):
+    """TRL's colocated engine holds a second copy of the weights: Unsloth's 0.7 (for an engine that shares the
+    training weights) would leave no room for training, so the hf backend has TRL's 0.3 as its own setting."""
+    from trl import GRPOConfig
+
+    config = PipelineConfig.from_dict({"model": {"max_seq_length": 1024}, "grpo_training": {"use_vllm": True}})
+    assert config.model.gpu_memory_utilization == 0.7
+    grpo = grpo_arguments(config, tmp_path, "hf", 64, [1.0])
+    assert grpo["vllm_gpu_memory_utilization"] == 0.3 == GRPOConfig.vllm_gpu_memory_utilization
+    assert grpo["vllm_max_model_length"] == 1024
+    tuned = config.with_overrides(["grpo_training.vllm_gpu_memory_utilization=0.45"])
+    assert grpo_arguments(tuned, tmp_path, "hf", 64, [1.0])["vllm_gpu_memory_utilization"] == 0.45
+    # Unsloth brings its engine with the model: TRL's engine settings are not passed at all
+    assert "vllm_gpu_memory_utilization" not in grpo_arguments(config, tmp_path, "unsloth", 64, [1.0])

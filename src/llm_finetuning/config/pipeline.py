@@ -57,8 +57,14 @@ class EvaluationConfig:
         4, "samples per problem for sampled_answer_accuracy (avg@k at the GRPO temperature)"
     )
     max_new_tokens: int | None = option(None, "null = GRPO's max_completion_length")
-    batch_size: int = option(32, "prompts per generate() call")
+    batch_size: int = option(32, "prompts per generate() call (hf engine; vLLM schedules its own batches)")
     eval_before_sft: bool = option(True, "also score the untouched base model")
+    engine: Literal["auto", "hf", "vllm"] = option(
+        "auto",
+        "what generates: hf = model.generate; vllm = a vLLM engine fed the training weights (Unsloth's own "
+        "engine when the model has one); auto = the model's engine, else GRPO's vLLM, else vLLM on CUDA, "
+        "else hf (on a CPU vLLM's start costs more than it saves, so it is opt-in there)",
+    )
 
     def __post_init__(self) -> None:
         require(self.num_samples > 0, "num_samples", f"must be > 0 (got {self.num_samples})")

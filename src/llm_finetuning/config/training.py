@@ -84,6 +84,11 @@ class GRPOTrainingConfig:
     vllm_server_timeout: float = option(
         240.0, "vllm_mode server: seconds to wait for the server to answer before the run gives up"
     )
+    vllm_gpu_memory_utilization: float = option(
+        0.3,
+        "hf backend: share of GPU memory for its vLLM engine (rollouts and evaluation), which holds a second "
+        "copy of the weights beside the training model; unsloth shares them and uses model.gpu_memory_utilization",
+    )
     save_path: str = option("grpo_saved_lora", "final adapter; relative paths resolve inside output_dir")
 
     def __post_init__(self) -> None:
@@ -106,6 +111,11 @@ class GRPOTrainingConfig:
             "epsilon_high",
             f"cispo caps the importance weight at epsilon_high itself, so {self.epsilon_high} caps every weight "
             "below 1; use 4-8 (the ScaleRL paper) or null (5.0)",
+        )
+        require(
+            0 < self.vllm_gpu_memory_utilization <= 1,
+            "vllm_gpu_memory_utilization",
+            f"must be in (0, 1] (got {self.vllm_gpu_memory_utilization})",
         )
         _check_vllm_server(self)
 

@@ -1,9 +1,12 @@
 """Evaluate a model on held-out problems: greedy for format and answer accuracy, k samples for avg@k.
 
 Used before SFT, after SFT (= GRPO step 0), every ``eval_steps`` during GRPO, and after GRPO, always on the
-same problems so the numbers compare. Scoring is ``scoring.score_problems`` / ``scoring.figures``, the same
-path the ``evaluate`` tool takes. In a multi-process run the ranks share the generation by whole batches
-(``sharding.generate_sharded``) and all score the gathered completions: greedy figures equal one process's.
+same problems so the numbers compare. Generation goes through the manager's engine (``evaluation.engine``:
+hf, vllm or Unsloth's); samples are drawn from ``seed`` in their own random stream, so an evaluation never
+moves training's random state and every stage is scored on the same draws. Scoring is
+``scoring.score_problems`` / ``scoring.figures``, the same path the ``evaluate`` tool takes. In a multi-process
+run the ranks share the generation by whole batches (``sharding.generate_sharded``) and all score the gathered
+completions: greedy figures equal one process's.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from ..config import PipelineConfig
 from ..distributed import is_main_process
-from ..generation import SamplingSettings, generate_detailed, generation_budget
+from ..generation import SamplingSettings, generation_budget
 from .judge import CompletionJudge
 from .scoring import figures, score_problems
 from .sharding import generate_sharded
@@ -51,33 +54,33 @@ class Evaluator:
             problems.select(range(min(evaluation.num_samples, len(problems)))),
             judge,
             SamplingSettings(greedy=True, max_new_tokens=budget),
-            SamplingSettings.from_config(config, num_samples=evaluation.sampled_k, max_new_tokens=budget),
+            SamplingSettings.from_config(config, num_samples=evaluation.sampled_k, max_new_tokens=budget,
+                                         seed=config.seed),
             batch_size=evaluation.batch_size,
         )
 
-    def evaluate(self, model: Any, tokenizer: Any, label: str, *, include_sampled: bool = True) -> dict[str, Any]:
+    def evaluate(self, engine: Any, label: str, *, include_sampled: bool = True) -> dict[str, Any]:
+        """The recorded figures of the model ``engine`` (``generation.engines``) generates with."""
         started = time.perf_counter()
-        greedy = figures(self._score(model, tokenizer, self.greedy, label))
+        greedy = figures(self._score(engine, self.greedy, label))
         sampled_accuracy = None  # periodic GRPO evaluations draw no samples: not a copy of the greedy figure
         if include_sampled and self.sampled is not None:
-            sampled_accuracy = figures(self._score(model, tokenizer, self.sampled, f"{label} (sampled)"))[
-                "answer_accuracy"
-            ]
+            sampled_accuracy = figures(self._score(engine, self.sampled, f"{label} (sampled)"))["answer_accuracy"]
         result = {key: greedy.get(key) for key in RECORDED} | {"sampled_answer_accuracy": sampled_accuracy}
         logger.info(
-            "eval %s: n=%d format %.3f answer %.3f sampled %s reward %.2f (%.1fs)",
+            "eval %s: n=%d format %.3f answer %.3f sampled %s reward %.2f (%.1fs, %s engine)",
             label, result["n"], result["format_accuracy"], result["answer_accuracy"],
             "-" if sampled_accuracy is None else f"{sampled_accuracy:.3f}", result["avg_total_reward"],
-            time.perf_counter() - started,
+            time.perf_counter() - started, engine.name,
         )
         return result
 
-    def _score(self, model: Any, tokenizer: Any, sampling: SamplingSettings, label: str) -> list[dict[str, Any]]:
+    def _score(self, engine: Any, sampling: SamplingSettings, label: str) -> list[dict[str, Any]]:
         from transformers.integrations import is_deepspeed_zero3_enabled
 
         def generate(prompts: list[Any]) -> list[Any]:
-            return generate_detailed(model, tokenizer, prompts, sampling, batch_size=self.batch_size,
-                                     progress=is_main_process(), description=f"eval {label}")
+            return engine.generate(prompts, sampling, batch_size=self.batch_size, progress=is_main_process(),
+                                   description=f"eval {label}")
 
         prompts = [row["prompt"] for row in self.problems]
         # under ZeRO-3 transformers generates in lockstep across ranks (synced_gpus): equal batch counts

@@ -9,7 +9,8 @@ tokens skipped — our tags are ordinary tokens, so they survive.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -80,13 +81,26 @@ def generate_detailed(
     results: list[list[Completion]] = []
     try:
         batches = range(0, len(texts), batch_size)
-        for start in tqdm(batches, desc=description, disable=not progress, leave=False):
-            results.extend(_generate_batch(model, tokenizer, texts[start : start + batch_size], sampling))
+        with _seeded(sampling):
+            for start in tqdm(batches, desc=description, disable=not progress, leave=False):
+                results.extend(_generate_batch(model, tokenizer, texts[start : start + batch_size], sampling))
     finally:
         tokenizer.padding_side = padding_side
         if was_training:
             model.train()
     return results
+
+
+@contextmanager
+def _seeded(sampling: SamplingSettings) -> Iterator[None]:
+    """Sample from ``sampling.seed`` in a forked random state: the caller's (training's) stream is untouched."""
+    if sampling.greedy or sampling.seed is None:
+        yield
+        return
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(sampling.seed)
+        yield
 
 
 def _generate_batch(

@@ -32,7 +32,13 @@ class Completion:
 
 @dataclass(frozen=True)
 class SamplingSettings:
-    """How to sample: greedy, or ``num_samples`` completions per prompt at ``temperature``."""
+    """How to sample: greedy, or ``num_samples`` completions per prompt at ``temperature``.
+
+    Every engine reads these the same way: completions stop at the tokenizer's EOS token (and only there) or
+    after ``max_new_tokens``; top-k, top-p and min-p cut the temperature-scaled distribution. ``seed`` fixes
+    the samples of one engine (``None``: the engine's running random state); the hf and vLLM engines draw
+    from different random streams, so the same seed gives each its own, reproducible samples.
+    """
 
     greedy: bool = True
     num_samples: int = 1
@@ -41,9 +47,12 @@ class SamplingSettings:
     top_k: int = -1  # -1 = no top-k cut
     min_p: float = 0.0  # 0 = no min-p cut
     max_new_tokens: int = 256
+    seed: int | None = None
 
     @classmethod
-    def from_config(cls, config: PipelineConfig, *, num_samples: int, max_new_tokens: int) -> SamplingSettings:
+    def from_config(
+        cls, config: PipelineConfig, *, num_samples: int, max_new_tokens: int, seed: int | None = None
+    ) -> SamplingSettings:
         """Sampling as GRPO does it: the config's ``vllm_sampling`` settings, ``num_samples`` per prompt."""
         sampling = config.vllm_sampling
         return cls(
@@ -54,6 +63,7 @@ class SamplingSettings:
             top_k=sampling.top_k,
             min_p=sampling.min_p,
             max_new_tokens=max_new_tokens,
+            seed=seed,
         )
 
     @property

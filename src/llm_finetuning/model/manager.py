@@ -10,6 +10,10 @@ Saves are atomic (``adapters.atomic_directory``) and carry the tokenizer and ``c
     manager.save_adapter("outputs/sft/final")
     manager.free()
     infer = ModelManager.load_for_inference(cfg, "outputs/sft/final")   # infer.model, infer.tokenizer
+    infer.use_engine("vllm").generate(prompts, sampling)               # generation.engines
+
+The manager also owns what generates with its model: the generation engine, and the vLLM engine when one
+runs (ours, TRL's colocated one it adopted for GRPO, or Unsloth's on the model); ``free`` tears them down.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ class ModelManager:
         self.model: Any = None
         self.tokenizer: Any = None
         self.base_path: str | None = None  # Hub id or local directory the base weights came from
+        self.engine: Any = None  # generation.engines: what evaluation and the tools generate with
+        self.engine_reason: str | None = None
+        self._vllm: Any = None  # generation.vllm_engine.RunningEngine: the vLLM engine beside the model
 
     @property
     def uses_lora(self) -> bool:
@@ -173,22 +180,62 @@ class ModelManager:
             return recorded
         return base_model_path(self.config)  # the builtin base was deleted: rebuild it
 
+    def use_engine(self, choice: str = "auto", *, rollouts_use_vllm: bool = False) -> Any:
+        """Pick the generation engine for ``choice`` (auto | hf | vllm; see ``generation.engines``) and keep it."""
+        from ..distributed import read_launch
+        from ..generation.engines import choose_engine, get_engine
+
+        self._require_loaded()
+        name, self.engine_reason = choose_engine(
+            choice, model=self.model, backend=self.backend_name, load_in_4bit=self.config.model.load_in_4bit,
+            rollouts_use_vllm=rollouts_use_vllm, multi_process=read_launch().is_distributed,
+        )  # fmt: skip
+        self.engine = get_engine(name, self)
+        logger.info("generation engine: %s (%s)", name, self.engine_reason)
+        return self.engine
+
+    def vllm_engine(self) -> Any:
+        """The vLLM engine on the base model beside this model, started on first use."""
+        if self._vllm is None:
+            from ..generation.vllm_engine import build_engine
+
+            self._require_loaded()
+            self._vllm = build_engine(self.config, str(self.base_path))
+        return self._vllm
+
+    def adopt_vllm(self, running: Any) -> None:
+        """Make ``running`` (a ``RunningEngine`` another library started, e.g. TRL's) the manager's engine."""
+        self.close_vllm()
+        self._vllm = running
+
+    def close_vllm(self) -> None:
+        """Tear down the manager's vLLM engine, if one runs (the generation engine builds another when asked)."""
+        running, self._vllm = self._vllm, None
+        if running is not None:
+            running.shutdown()
+
     def free(self) -> None:
-        """Drop the model, tokenizer and any vLLM engine, collect garbage and empty the CUDA cache.
+        """Drop the model, tokenizer and every vLLM engine, collect garbage and empty the CUDA cache.
 
         Callers must drop their own references (trainers, local variables) for the memory to come back.
         """
-        engine = getattr(
-            self.model, "vllm_engine", None
-        )  # unsloth's fast_inference engine rides on the model
-        self.model = None
-        self.tokenizer = None
-        del engine
+        self.close_vllm()
+        unsloth_engine = getattr(self.model, "vllm_engine", None)  # Unsloth's fast_inference engine
+        self.model = self.tokenizer = self.engine = None
+        if unsloth_engine is not None:
+            _delete_unsloth_engine(unsloth_engine)
         free_memory()
 
     def _require_loaded(self) -> None:
         if self.model is None or self.tokenizer is None:
             raise RuntimeError("ModelManager: call load() (or load_for_inference) first")
+
+
+def _delete_unsloth_engine(engine: Any) -> None:
+    """Unsloth's own teardown of its engine (process groups, executor, its flashinfer bookkeeping)."""
+    from unsloth_zoo.vllm_utils import delete_vllm
+
+    delete_vllm(engine)
 
 
 def _prepare_tokenizer(

@@ -207,13 +207,20 @@ def _phases(config: PipelineConfig, gpu_bytes: int, backend: str) -> tuple[tuple
 
 
 def _engine_share(config: PipelineConfig, backend: str, gpu_bytes: int) -> int:
-    """Bytes reserved by a vLLM engine: ``gpu_memory_utilization`` of the GPU, when one runs (assumed installed)."""
+    """Bytes reserved by a vLLM engine: its share of the GPU (``_engine_setting``), when one runs (assumed installed)."""
     wanted = config.grpo_training.use_vllm
     if backend == "unsloth":
         wanted = config.model.fast_inference if wanted is None else wanted and config.model.fast_inference
     elif wanted is None:
         wanted = True  # TRL's engine whenever vLLM is installed on CUDA
-    return int(config.model.gpu_memory_utilization * gpu_bytes) if wanted else 0
+    key = _engine_setting(backend)
+    section, field = key.split(".")
+    return int(getattr(getattr(config, section), field) * gpu_bytes) if wanted else 0
+
+
+def _engine_setting(backend: str) -> str:
+    """The engine's share: Unsloth's engine shares the training weights; the hf backend's holds a second copy."""
+    return "model.gpu_memory_utilization" if backend == "unsloth" else "grpo_training.vllm_gpu_memory_utilization"
 
 
 def _training_state(config: PipelineConfig, shape: ModelShape, optim: str, dtype_bytes: int) -> dict[str, int]:
@@ -259,10 +266,10 @@ def _candidates(config: PipelineConfig, gpu_bytes: int, backend: str) -> list[tu
     for section in ("sft_training", "grpo_training"):
         if "8bit" not in getattr(config, section).optim:
             out.append((f"{section}.optim=adamw_8bit",))
-    if _engine_share(config, backend, gpu_bytes):
+    if current := _engine_share(config, backend, gpu_bytes):
         for share in (x / 20 for x in range(19, 3, -1)):  # 0.95 .. 0.20: the engine's share that fits, if any
-            if share != model.gpu_memory_utilization:
-                out.append((f"model.gpu_memory_utilization={share:.2f}",))
+            if int(share * gpu_bytes) != current:
+                out.append((f"{_engine_setting(backend)}={share:.2f}",))
     for section in ("sft_training", "grpo_training"):
         batch, steps = getattr(config, section).per_device_train_batch_size, getattr(config, section).gradient_accumulation_steps
         if batch > 1:

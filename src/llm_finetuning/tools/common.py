@@ -2,7 +2,9 @@
 
 Every tool takes ``--config`` and ``--set SECTION.FIELD=VALUE`` like ``run_training.py`` (``cli.py``), loads the
 model through ``ModelManager``, generates through ``generation`` and judges through ``evaluation``, so a tool
-sees the model exactly as training and evaluation do.
+sees the model exactly as training and evaluation do. Tools that generate take ``--engine auto|hf|vllm``
+(default: the config's ``evaluation.engine``); a tool loads a vLLM engine only when it generates on it, so
+``export`` or ``--engine hf`` never reserves GPU memory for Unsloth's engine.
 """
 
 from __future__ import annotations
@@ -14,12 +16,23 @@ from typing import Any
 from ..config import PipelineConfig
 from ..errors import ModelError
 
-__all__ = ["config_from", "default_adapter", "load_model"]
+__all__ = ["add_engine_argument", "config_from", "default_adapter", "load_model"]
+
+
+def add_engine_argument(parser: argparse.ArgumentParser) -> None:
+    """``--engine``: what a generating tool generates with (``evaluation.engine``)."""
+    parser.add_argument(
+        "--engine", choices=("auto", "hf", "vllm"),
+        help="generation engine (default: the config's evaluation.engine; auto = hf on a CPU)",
+    )  # fmt: skip
 
 
 def config_from(args: argparse.Namespace) -> PipelineConfig:
-    """The tool's config: ``--config`` plus every ``--set``, validated."""
-    return PipelineConfig.from_yaml(args.config, list(args.overrides))
+    """The tool's config: ``--config`` plus every ``--set`` (and ``--engine``), validated."""
+    overrides = list(args.overrides)
+    if getattr(args, "engine", None):
+        overrides.append(f"evaluation.engine={args.engine}")
+    return PipelineConfig.from_yaml(args.config, overrides)
 
 
 def default_adapter(config: PipelineConfig, prefer_grpo: bool = True) -> Path:
@@ -35,13 +48,22 @@ def default_adapter(config: PipelineConfig, prefer_grpo: bool = True) -> Path:
     )
 
 
-def load_model(config: PipelineConfig, adapter: str | Path | None) -> Any:
-    """A ``ModelManager`` in eval mode: base + ``adapter`` (a LoRA or full save), or the base model alone."""
+def load_model(config: PipelineConfig, adapter: str | Path | None, *, generates: bool = False) -> Any:
+    """A ``ModelManager`` in eval mode: base + ``adapter`` (a LoRA or full save), or the base model alone.
+
+    ``generates``: the tool generates, through ``manager.engine`` (``evaluation.engine``). Unsloth's vLLM engine
+    (``model.fast_inference``) is loaded only for a tool that generates on it.
+    """
     from ..model import ModelManager
 
+    engine_wanted = generates and config.evaluation.engine != "hf" and config.model.fast_inference
+    config = config.with_overrides([f"model.fast_inference={str(engine_wanted).lower()}"])
     if adapter is not None:
-        return ModelManager.load_for_inference(config, adapter)
-    manager = ModelManager(config)
-    manager.load()  # a fresh LoRA adapter is a no-op, so this is the base model's behaviour
-    manager.model.eval()
+        manager = ModelManager.load_for_inference(config, adapter)
+    else:
+        manager = ModelManager(config)
+        manager.load()  # a fresh LoRA adapter is a no-op, so this is the base model's behaviour
+        manager.model.eval()
+    if generates:
+        manager.use_engine(config.evaluation.engine)
     return manager

@@ -145,19 +145,18 @@ def diagnose(
 ) -> dict[str, Any]:
     """Generate GRPO groups with the trained model and return the report (``prompts``, ``overall``, ``hints``)."""
     from ..evaluation.judge import CompletionJudge
-    from ..generation import SamplingSettings, generate_detailed, generation_budget, render_prompts
+    from ..generation import SamplingSettings, generation_budget, render_prompts
     from ..rewards import build_rewards
 
-    manager = common.load_model(config, adapter)
+    manager = common.load_model(config, adapter, generates=True)
+    engine = manager.engine.name
     try:
         conversations, golds, computed = load_problems(config, manager.tokenizer, num, prompts, answers)
         k = config.grpo_training.num_generations
         budget = generation_budget(config, computed)
-        sampling = SamplingSettings.from_config(config, num_samples=k, max_new_tokens=budget)
-        groups = generate_detailed(
-            manager.model, manager.tokenizer, conversations, sampling,
-            batch_size=config.evaluation.batch_size, progress=True, description="sampling groups",
-        )  # fmt: skip
+        sampling = SamplingSettings.from_config(config, num_samples=k, max_new_tokens=budget, seed=config.seed)
+        groups = manager.engine.generate(conversations, sampling, batch_size=config.evaluation.batch_size,
+                                         progress=True, description="sampling groups")  # fmt: skip
         prefilled = render_prompts(manager.tokenizer, conversations[:1])[0].endswith(
             config.prompt.reasoning_start
         )
@@ -177,6 +176,7 @@ def diagnose(
     ctx = HintContext(config.vllm_sampling.temperature, k, sampling.max_new_tokens, adapter is not None)
     settings = {
         "adapter": str(adapter) if adapter else None,
+        "engine": engine,
         "num_generations": k,
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
@@ -207,7 +207,7 @@ def render_table(report: dict[str, Any]) -> str:
     s, overall = report["settings"], report["overall"]
     lines = [
         (
-            f"adapter {s['adapter']}; {s['num_generations']} completions per prompt at temperature "
+            f"adapter {s['adapter']}, {s['engine']} engine; {s['num_generations']} completions per prompt at temperature "
             f"{s['temperature']} (top_p {s['top_p']}, top_k {s['top_k']}, min_p {s['min_p']}), "
             f"at most {s['max_new_tokens']} tokens"
         ),
@@ -240,6 +240,7 @@ def render_table(report: dict[str, Any]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="debug_grpo.py", description=__doc__.splitlines()[0])
     add_config_arguments(parser)
+    common.add_engine_argument(parser)
     parser.add_argument("--adapter", help="trained weights to load (default: <output_dir>/sft/final)")
     parser.add_argument("--base", action="store_true", help="use the base model without any adapter")
     parser.add_argument(

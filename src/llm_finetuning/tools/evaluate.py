@@ -112,7 +112,7 @@ def evaluate(
     from ..data.loader import dataset_note
     from ..evaluation.judge import CompletionJudge
     from ..evaluation.scoring import breakdowns, figures, score_problems
-    from ..generation import SamplingSettings, generate_detailed, generation_budget
+    from ..generation import SamplingSettings, generation_budget
     from ..rewards import build_rewards
 
     if k < 1:
@@ -123,18 +123,17 @@ def evaluate(
     funcs, weights = build_rewards(config.rewards, config.prompt)
     budget = generation_budget(config)
     sampling = (SamplingSettings(greedy=True, max_new_tokens=budget) if k == 1
-                else SamplingSettings.from_config(config, num_samples=k, max_new_tokens=budget))
-    manager = common.load_model(config, adapter)
+                else SamplingSettings.from_config(config, num_samples=k, max_new_tokens=budget, seed=config.seed))
+    manager = common.load_model(config, adapter, generates=True)
+    engine = manager.engine.name
     try:
         if spec is None:
             rows, stats = load_held_out(config, manager.tokenizer, max_samples)
         else:
             rows, stats = load_problems(config, manager.tokenizer, raw, spec, budget)
         name = spec.name if spec is not None else config.data.grpo.name
-        groups = generate_detailed(
-            manager.model, manager.tokenizer, list(rows["prompt"]), sampling,
-            batch_size=config.evaluation.batch_size, progress=True, description=f"evaluate {name}",
-        )  # fmt: skip
+        groups = manager.engine.generate(list(rows["prompt"]), sampling, batch_size=config.evaluation.batch_size,
+                                         progress=True, description=f"evaluate {name}")  # fmt: skip
     finally:
         manager.free()
     results = score_problems(CompletionJudge(config.prompt, funcs, weights), rows, groups)
@@ -144,6 +143,7 @@ def evaluate(
         "data": {"name": name, "split": HELD_OUT if spec is None else spec.split, "counts": stats,
                  "note": dataset_note(name)},
         "adapter": str(adapter) if adapter else None,
+        "engine": engine,
         "max_new_tokens": budget,
         "seconds": round(time.perf_counter() - started, 2),
     }
@@ -158,7 +158,7 @@ def evaluate(
 def render_table(metrics: dict[str, Any]) -> str:
     k, data = metrics["k"], metrics["data"]
     title = (f"{data['name']} ({data['split']} split): {metrics['n']} problems, k = {k} "
-             f"({'greedy' if k == 1 else 'sampled'}), adapter {metrics['adapter']}")
+             f"({'greedy' if k == 1 else 'sampled'}), adapter {metrics['adapter']}, {metrics['engine']} engine")
     lines = [title, *([f"note: {data['note']}"] if data.get("note") else []), ""]
     for key in ("answer_accuracy", "format_accuracy", f"pass@{k}", "avg_completion_tokens", "truncation_rate",
                 "avg_total_reward"):
@@ -182,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m llm_finetuning.evaluate", description=__doc__.splitlines()[0]
     )
     add_config_arguments(parser)
+    common.add_engine_argument(parser)
     parser.add_argument("--adapter", help="trained weights (LoRA adapter or full save); default: the base model")
     parser.add_argument(
         "--data", help="Hub dataset or local file/folder (default: the run's held-out problems, as in training)"

@@ -50,16 +50,15 @@ class TrainedModel:
     def solve_many(self, problems: Sequence[str]) -> list[tuple[str, str | None, str]]:
         """``(reasoning, answer, completion)`` per question, generated in batches."""
         from ..data.processor import conversation
-        from ..generation import SamplingSettings, generate_completions
+        from ..generation import SamplingSettings
 
         system_prompt = self.config.prompt.system_prompt
         conversations = [conversation(system_prompt, problem) for problem in problems]
-        completions = generate_completions(
-            self.manager.model, self.manager.tokenizer, conversations,
-            SamplingSettings(greedy=True, max_new_tokens=self.max_new_tokens),
+        completions = self.manager.engine.generate(
+            conversations, SamplingSettings(greedy=True, max_new_tokens=self.max_new_tokens),
             batch_size=self.config.evaluation.batch_size,
         )  # fmt: skip
-        return [(self.judge.reasoning(text), self.judge.answer(text), text) for (text,) in completions]
+        return [(self.judge.reasoning(c.text), self.judge.answer(c.text), c.text) for (c,) in completions]
 
     def free(self) -> None:
         self.manager.free()
@@ -71,8 +70,13 @@ def load_trained(
     *,
     overrides: Sequence[str] = (),
     max_new_tokens: int | None = None,
+    engine: str | None = None,
 ) -> TrainedModel:
-    """Load base + ``adapter`` (default: the run's GRPO adapter, else ``sft/final``) for answering questions."""
+    """Load base + ``adapter`` (default: the run's GRPO adapter, else ``sft/final``) for answering questions.
+
+    ``engine`` (auto | hf | vllm; default the config's ``evaluation.engine``) is what generates the answers.
+    """
+    overrides = [*overrides, *([f"evaluation.engine={engine}"] if engine else [])]
     if not isinstance(config, PipelineConfig):
         config = PipelineConfig.from_yaml(config, list(overrides))
     elif overrides:
@@ -80,7 +84,7 @@ def load_trained(
     from ..generation import generation_budget
 
     path = Path(adapter) if adapter is not None else common.default_adapter(config)
-    manager = common.load_model(config, path)
+    manager = common.load_model(config, path, generates=True)
     budget = max_new_tokens or generation_budget(config)
     return TrainedModel(config, manager, path, budget, CompletionJudge(config.prompt))
 
@@ -111,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m llm_finetuning.infer", description=__doc__.splitlines()[0]
     )
     add_config_arguments(parser)
+    common.add_engine_argument(parser)
     parser.add_argument(
         "--adapter", help="trained weights (default: <output_dir>/<save_path>, else sft/final)"
     )

@@ -39,7 +39,8 @@ __all__ = ["CISPO_EPSILON_HIGH", "GRPO_SETTINGS", "SFT_SETTINGS", "check_trainer
 # evaluation runs in our own callback, use_vllm and max_completion_length are resolved from the backend and
 # the data, the vLLM engine settings only apply to an engine, and the rest are resolved against Unsloth's rewrites.
 _DECIDED_HERE = frozenset({"eval_strategy", "eval_steps", "use_vllm", "max_completion_length", "vllm_mode",
-                           "vllm_enable_sleep_mode", "epsilon_high", "scale_rewards", "optim"})
+                           "vllm_enable_sleep_mode", "vllm_gpu_memory_utilization", "epsilon_high",
+                           "scale_rewards", "optim"})
 # CISPO clamps the importance weight at epsilon_high itself (not 1 + epsilon_high), so TRL's fallback to
 # epsilon (0.2) would cap every weight below 1; 5.0 is the ScaleRL paper's value, which Unsloth also sets.
 CISPO_EPSILON_HIGH = 5.0
@@ -135,6 +136,11 @@ def check_trainer_settings(config: PipelineConfig, backend: str) -> None:
             )
 
 
+def rollouts_share_engine(config: PipelineConfig, backend: str) -> bool:
+    """GRPO's rollouts run on a vLLM engine in this process that the run keeps (TRL's colocated one, hf backend)."""
+    return backend == "hf" and vllm_wanted(config, backend) and config.grpo_training.vllm_mode == "colocate"
+
+
 def grpo_arguments(
     config: PipelineConfig, output_dir: Path, backend: str, max_completion_length: int, reward_weights: list[float]
 ) -> dict[str, Any]:
@@ -159,7 +165,11 @@ def grpo_arguments(
     if use_vllm:
         arguments.update(vllm_mode=section.vllm_mode, vllm_enable_sleep_mode=section.vllm_enable_sleep_mode)
     if use_vllm and backend == "hf":  # TRL's own engine; Unsloth brings its engine with the model
-        arguments.update(vllm_gpu_memory_utilization=config.model.gpu_memory_utilization)
+        arguments.update(
+            # a second full copy of the weights beside the training model: not Unsloth's shared-weight share
+            vllm_gpu_memory_utilization=section.vllm_gpu_memory_utilization,
+            vllm_max_model_length=config.model.max_seq_length,
+        )
     return arguments
 
 

@@ -1,9 +1,11 @@
 """Phase 2, GRPO: sample a group of completions per prompt, score them with the rewards, reinforce the best.
 
 Rewards and weights come from the registry; sampling from ``vllm_sampling``; generation runs in vLLM when
-the backend can (Unsloth fast inference, or vLLM installed on CUDA) and through ``model.generate``
-otherwise. Evaluation on the validation problems runs every ``eval_steps`` from a callback, greedy, with
-the same judge as the before/after evaluations. Checkpoints go to ``<output_dir>/grpo/``.
+the backend can (Unsloth fast inference, or vLLM installed on CUDA, or ``use_vllm: true`` with vLLM's CPU
+build) and through ``model.generate`` otherwise. TRL's colocated engine on the hf backend is handed to the
+run's ``ModelManager`` (``trl_vllm``), so evaluations share it. Evaluation on the validation problems runs
+every ``eval_steps`` from a callback, greedy, with the same judge as the before/after evaluations.
+Checkpoints go to ``<output_dir>/grpo/``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 from ..config import PipelineConfig
 from ..data import GRPOData
 from ..model import ModelManager
-from .arguments import GRPO_SETTINGS, grpo_arguments
+from . import trl_vllm
+from .arguments import GRPO_SETTINGS, grpo_arguments, rollouts_share_engine
 from .callbacks import MetricsWriter, PeriodicEvaluation
 from .phase import TrainingPhase
 
@@ -47,10 +50,18 @@ class GRPOPhase(TrainingPhase):
         arguments = grpo_arguments(
             self.config, self.output_dir, self.manager.backend_name, self.data.max_completion_length,
             self.reward_weights,
-        )
-        return GRPOTrainer(
+        ) | self.argument_overrides
+        if not rollouts_share_engine(self.config, self.manager.backend_name):
+            return self._trainer(GRPOTrainer, GRPOConfig(**arguments))
+        with trl_vllm.trl_engine_start(self.manager) as process_group_existed:
+            trainer = self._trainer(GRPOTrainer, GRPOConfig(**arguments))
+        trl_vllm.adopt(trainer, self.manager, process_group_existed)
+        return trainer
+
+    def _trainer(self, trainer_class: type, arguments: Any) -> Any:
+        return trainer_class(
             model=self.manager.model,
-            args=GRPOConfig(**{**arguments, **self.argument_overrides}),
+            args=arguments,
             reward_funcs=self.reward_funcs,
             train_dataset=self.data.train,
             processing_class=self.manager.tokenizer,

@@ -1,0 +1,121 @@
+"""The generation engines and the rule that picks one: evaluation, the tools and debugging all go through here.
+
+| engine | generates with | weights |
+| --- | --- | --- |
+| ``hf`` | ``model.generate``, batched | the model itself |
+| ``vllm`` | a vLLM engine of the run, on the base model | the model's current weights (LoRA folded in), pushed before generating |
+| ``unsloth`` | the engine Unsloth built at load (``model.fast_generate``) | shared with the model; LoRA through ``model.load_lora`` |
+
+``evaluation.engine`` (and the tools' ``--engine``) is ``auto``, ``hf`` or ``vllm``. ``auto`` takes the engine
+the model already has (Unsloth's), else the engine GRPO's rollouts will use anyway, else vLLM on a CUDA GPU
+where it loads, else hf. On a CPU ``auto`` stays with hf: vLLM's first start in a process (about 20 s there,
+its import included) costs more than it saves on evaluation-sized workloads, so ``vllm`` is opt-in. Asking for ``vllm`` on a model that carries
+Unsloth's engine uses that engine: never a second one on the same GPU.
+
+    >>> engine = manager.use_engine("auto")                                               # doctest: +SKIP
+    >>> engine.generate([conversation], SamplingSettings(greedy=True, max_new_tokens=32))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+
+from ..errors import ModelError
+from ..model.backends import vllm_problem
+from ..model.hardware import on_cuda
+from .hf import generate_detailed
+from .settings import Completion, Conversation, SamplingSettings
+
+__all__ = ["ENGINES", "EngineChoice", "GenerationEngine", "HFEngine", "choose_engine", "get_engine"]
+
+EngineChoice = Literal["auto", "hf", "vllm"]
+
+ENGINES: dict[str, str] = {
+    "hf": "llm_finetuning.generation.engines:HFEngine",
+    "vllm": "llm_finetuning.generation.vllm_engine:VLLMEngine",
+    "unsloth": "llm_finetuning.generation.vllm_engine:UnslothEngine",
+}
+
+CPU_OPT_IN = (
+    "on a CPU vLLM's engine start (about 20 s with its import) costs more than it saves on evaluation-sized "
+    "workloads; "
+    "evaluation.engine: vllm (--engine vllm) uses it"
+)
+
+
+class GenerationEngine(Protocol):
+    """What evaluation and the tools call: completions for conversations, bound to a ``ModelManager``."""
+
+    name: str
+
+    def generate(
+        self, prompts: Sequence[Conversation | str], sampling: SamplingSettings, *, batch_size: int = 32,
+        progress: bool = False, description: str = "generating",
+    ) -> list[list[Completion]]:
+        """``sampling.per_prompt`` completions for each prompt, in prompt order."""
+
+
+class HFEngine:
+    """``model.generate`` on the manager's model (any backend, any device), or on ``model`` when given (the
+    trainer's unwrapped model during training)."""
+
+    name = "hf"
+
+    def __init__(self, manager: Any, model: Any = None) -> None:
+        self.manager, self.model = manager, model
+
+    def generate(
+        self, prompts: Sequence[Conversation | str], sampling: SamplingSettings, *, batch_size: int = 32,
+        progress: bool = False, description: str = "generating",
+    ) -> list[list[Completion]]:
+        model = self.manager.model if self.model is None else self.model
+        return generate_detailed(model, self.manager.tokenizer, prompts, sampling,
+                                 batch_size=batch_size, progress=progress, description=description)  # fmt: skip
+
+
+def get_engine(name: str, manager: Any) -> GenerationEngine:
+    """The engine registered under ``name``, bound to ``manager``."""
+    if name not in ENGINES:
+        raise ModelError(f"unknown generation engine {name!r}; valid: {', '.join(sorted(ENGINES))}")
+    module_name, class_name = ENGINES[name].split(":")
+    return getattr(importlib.import_module(module_name), class_name)(manager)
+
+
+def choose_engine(
+    choice: str, *, model: Any, backend: str, load_in_4bit: bool = False, rollouts_use_vllm: bool = False,
+    multi_process: bool = False,
+) -> tuple[str, str]:
+    """``(engine name, reason)`` for ``choice`` (auto | hf | vllm); a ModelError for a vllm that cannot run.
+
+    ``rollouts_use_vllm``: GRPO will generate with a vLLM engine in this process anyway (its engine is shared).
+    ``multi_process``: one of several launched processes, where the vllm engine (one process's) is not built.
+    """
+    if choice not in ("auto", "hf", "vllm"):
+        raise ModelError(f"evaluation.engine: unknown engine {choice!r}; valid: auto, hf, vllm")
+    if choice == "hf":
+        return "hf", "hf was asked for"
+    if getattr(model, "vllm_engine", None) is not None:
+        return "unsloth", f"{choice}: the model carries Unsloth's vLLM engine (fast_inference); generating on it"
+    problem = vllm_problem()
+    if multi_process:
+        problem = problem or "the vllm engine runs in a single process, and this launch has several"
+    if choice == "vllm":
+        if problem:
+            raise ModelError(f"engine vllm: {problem}; or generate with engine hf")
+        if load_in_4bit and backend == "hf":
+            raise ModelError(
+                "engine vllm: 4-bit weights of the hf backend cannot be pushed into a vLLM engine; "
+                "use engine hf, or the unsloth backend with fast_inference"
+            )
+        return "vllm", "vllm was asked for"
+    if problem:
+        return "hf", f"auto: {problem}"
+    if rollouts_use_vllm:
+        return "vllm", "auto: GRPO generates with vLLM here, so evaluation shares its engine"
+    if not on_cuda():
+        return "hf", f"auto: {CPU_OPT_IN}"
+    if load_in_4bit and backend == "hf":
+        return "hf", "auto: 4-bit weights of the hf backend cannot be pushed into a vLLM engine"
+    return "vllm", "auto: vLLM loads on this CUDA machine"

@@ -1,0 +1,88 @@
+"""The training model's current weights into a running vLLM engine, so it generates with what is being trained.
+
+``model_weights`` names every weight as a checkpoint names it (what vLLM's ``load_weights`` reads) and folds
+LoRA into its base weight *without touching the model* (base + peft's ``get_delta_weight``): evaluating never
+perturbs training, and an engine needs no LoRA support (vLLM's LoRA path is several times slower on a CPU).
+``push_weights`` loads them into the engine:
+
+- on a GPU, as TRL's colocated sync does: the engine's ``model.load_weights``, then a prefix-cache reset;
+- on vLLM's CPU build that path fails (its linear layers repack their weights after loading and keep an empty
+  Parameter without a ``weight_loader``), so the weights go through vLLM's in-place ``reload_weights``, which
+  repacks them again; a tied ``lm_head`` keeps its own packed copy of the embedding, so it is repacked too.
+
+    >>> push_weights(llm, model_weights(model))   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+
+__all__ = ["checkpoint_name", "model_weights", "push_weights", "weights_version"]
+
+
+def checkpoint_name(name: str) -> str:
+    """A (peft) parameter name as the base checkpoint spells it: no ``base_model.model.`` or wrapper parts."""
+    name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+    return name.replace(".modules_to_save.default", "")
+
+
+def model_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(checkpoint name, tensor)`` for every base weight, LoRA folded in; adapter tensors are not yielded."""
+    deltas = _lora_deltas(model)
+    for name, parameter in model.named_parameters():
+        if "lora_" in name or ".original_module." in name:
+            continue
+        weight = parameter.detach()
+        if name in deltas:
+            weight = (weight.float() + deltas[name].float()).to(weight.dtype)
+        yield checkpoint_name(name), weight
+
+
+def _lora_deltas(model: Any) -> dict[str, torch.Tensor]:
+    """``{base weight's parameter name: W_B @ W_A * scale}`` for every active, unmerged LoRA layer."""
+    try:
+        from peft.tuners.lora import LoraLayer
+    except ImportError:
+        return {}
+    deltas: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        for module_name, module in model.named_modules():
+            if not isinstance(module, LoraLayer) or module.merged:
+                continue
+            for adapter in module.active_adapters:
+                if adapter in module.lora_A:
+                    key = f"{module_name}.base_layer.weight"
+                    delta = module.get_delta_weight(adapter)
+                    deltas[key] = deltas[key] + delta if key in deltas else delta
+    return deltas
+
+
+def weights_version(model: Any) -> tuple[int, ...]:
+    """Changes whenever a trainable weight is modified in place (an optimizer step): when to push again."""
+    return tuple(p._version for p in model.parameters() if p.requires_grad) or (id(model),)
+
+
+def push_weights(llm: Any, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+    """Load ``weights`` (checkpoint names) into the running engine ``llm`` and drop its cached prefixes."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        llm.collective_rpc(
+            "reload_weights", kwargs={"weights_iterator": list(weights), "is_checkpoint_format": True}
+        )
+        llm.apply_model(_repack_output_layer)
+    else:
+        llm.llm_engine.model_executor.driver_worker.model_runner.model.load_weights(weights)
+    llm.reset_prefix_cache()
+
+
+def _repack_output_layer(model: Any) -> None:
+    """vLLM's CPU build packs ``lm_head`` from the (tied) embedding once at load; pack it from the new weights."""
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+    head = getattr(model, "lm_head", None)
+    if head is not None and getattr(head, "weight", None) is not None:
+        dispatch_cpu_unquantized_gemm(head, remove_weight=False)
