@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from ..config import PipelineConfig
 from ..generation import SamplingSettings, generate_detailed, generation_budget
 from .judge import CompletionJudge
@@ -34,6 +36,7 @@ class Evaluator:
     greedy: SamplingSettings
     sampled: SamplingSettings | None = None  # None = no sampled accuracy (reported as None)
     batch_size: int = 32
+    seed: int = 0  # sampled evaluation draws from its own generator seeded with this, at every call
 
     @classmethod
     def from_config(cls, config: PipelineConfig, problems: Any, judge: CompletionJudge,
@@ -50,6 +53,7 @@ class Evaluator:
             SamplingSettings(greedy=True, max_new_tokens=budget),
             SamplingSettings.from_config(config, num_samples=evaluation.sampled_k, max_new_tokens=budget),
             batch_size=evaluation.batch_size,
+            seed=config.seed,
         )
 
     def evaluate(self, model: Any, tokenizer: Any, label: str, *, include_sampled: bool = True) -> dict[str, Any]:
@@ -57,9 +61,14 @@ class Evaluator:
         greedy = figures(self._score(model, tokenizer, self.greedy, label))
         sampled_accuracy = None  # periodic GRPO evaluations draw no samples: not a copy of the greedy figure
         if include_sampled and self.sampled is not None:
-            sampled_accuracy = figures(self._score(model, tokenizer, self.sampled, f"{label} (sampled)"))[
-                "answer_accuracy"
-            ]
+            # The same seed at every call, on a forked generator: the figure depends on the model alone (not
+            # on what ran before it, e.g. a resume or another evaluation), and training's random stream is
+            # the same whether or not evaluations run.
+            devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(self.seed)
+                sampled = self._score(model, tokenizer, self.sampled, f"{label} (sampled)")
+            sampled_accuracy = figures(sampled)["answer_accuracy"]
         result = {key: greedy.get(key) for key in RECORDED} | {"sampled_answer_accuracy": sampled_accuracy}
         logger.info(
             "eval %s: n=%d format %.3f answer %.3f sampled %s reward %.2f (%.1fs)",
