@@ -10,7 +10,8 @@ from .loading import option, require
 DatasetFormat = Literal[
     "auto", "openmathreasoning", "dapo", "gsm8k", "math", "numina", "columns", "synthetic"
 ]
-HeldoutBy = Literal["tuples", "wording"]
+HeldoutBy = Literal["tuples", "wording", "both"]
+Working = Literal["lines", "columns"]
 
 
 @dataclass
@@ -59,11 +60,18 @@ class SyntheticDataConfig:
         "tuples", 'held out: "tuples" (unseen facts) or "wording" (unseen name+item stories)'
     )
 
+    working: Working = option("lines", "lines or columns")
+
     def __post_init__(self) -> None:
         require(
-            self.heldout_by in ("tuples", "wording"),
+            self.heldout_by in ("tuples", "wording", "both"),
             "heldout_by",
-            f'must be "tuples" or "wording" (got {self.heldout_by!r})',
+            f'must be "tuples", "wording" or "both" (got {self.heldout_by!r})',
+        )
+        require(
+            self.working in ("lines", "columns"),
+            "working",
+            f'must be "lines" or "columns" (got {self.working!r})',
         )
         require(self.num_train > 0, "num_train", f"must be > 0 (got {self.num_train})")
         require(self.num_eval >= 0, "num_eval", f"must be >= 0 (got {self.num_eval})")
@@ -92,6 +100,17 @@ class SyntheticDataConfig:
             "eval_fraction_of_tuples",
             "must be > 0 when num_eval > 0 (held-out problems come from held-out tuples)",
         )
+        if self.working == "columns":
+            require(
+                "*" not in self.operations,
+                "working",
+                'columns work "+" and "-" only: drop "*" from operations or use working: lines',
+            )
+            require(
+                self.min_operand >= 0 and not self.allow_negative,
+                "working",
+                "columns work non-negative numbers only: set min_operand >= 0 and allow_negative: false",
+            )
 
 
 @dataclass

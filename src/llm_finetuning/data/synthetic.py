@@ -5,18 +5,23 @@ time after SFT. Difficulty is tuned through ``SyntheticDataConfig``: operand ran
 operations, operations per problem, the share of story-style questions, and the share of held-out tuples.
 
 A problem is an (operands, operations) tuple rendered either bare ("What is 3 + 4?") or as a story ("Tom
-has 3 apples. He finds 4 more. ..."). The working is evaluated left to right, one line per operation
-("7 + 5 = 12\\n12 - 3 = 9"); the bare question adds parentheses where precedence would differ.
+has 3 apples. He finds 4 more. ..."); the bare question adds parentheses where precedence would differ.
+The working (``working``) is evaluated left to right, either one line per operation ("7 + 5 = 12\\n12 - 3
+= 9") or column by column with the carry written out ("7+5+0=12\\n=12", see ``column_working``): with
+columns, a sum never seen is a chain of single-digit steps seen many times.
 
 What is held out (``heldout_by``):
   ``tuples``   a seeded hash assigns each whole tuple to training or evaluation, so a held-out problem is
-               unseen in every phrasing: it tests arithmetic facts the model never saw.
+               unseen in every phrasing (a sum or product of two numbers in either order): it tests
+               arithmetic the model never saw.
   ``wording``  a seeded ~20 % of the (name, item) pairings ("Tom" with "coins") never occur in training;
                held-out problems are word problems with those pairings over the same facts as training:
                they test reading a new story, not knowing a new sum. Bare questions are always training.
-Why both: with a ~1M-parameter model and single-digit sums, holding out whole operand tuples means the model
-never saw the fact and GRPO cannot teach it (held-out accuracy +4 points); with the wording held out, GRPO
-raised sampled held-out accuracy from 0.455 to 0.63.
+  ``both``     held-out problems are stories with a held-out pairing over a held-out tuple: new arithmetic,
+               newly worded (the demo's setting).
+With single-digit sums, holding out whole operand tuples means the model never saw the fact and GRPO cannot
+teach it (held-out accuracy +4 points); two-digit operands with column working are what make held-out
+tuples learnable (docs/benchmarks.md).
 
 Raw rows: ``question``, ``answer`` (the integer as a string), ``solution`` (the working), ``split``
 ("train" | "eval"), ``kind`` ("word" | "bare"), ``operations`` (e.g. "+ -"), ``operands`` (list of ints).
@@ -42,7 +47,7 @@ if TYPE_CHECKING:
 
     from ..config import PromptConfig
 
-__all__ = ["GENERATORS", "generate_arithmetic", "heldout_pairings", "tokenizer_corpus"]
+__all__ = ["GENERATORS", "column_working", "generate_arithmetic", "heldout_pairings", "tokenizer_corpus"]
 
 _OPERATIONS = ("+", "-", "*")
 _NAMES = (("Tom", "He"), ("Sara", "She"), ("Ali", "He"), ("Mia", "She"), ("Ben", "He"), ("Lena", "She"))
@@ -75,7 +80,8 @@ def tokenizer_corpus(cfg: SyntheticDataConfig, seed: int, prompt: PromptConfig |
     """Texts covering everything the demo shows a tokenizer: every template word, questions, working, answers.
 
     Built from training problems and the template vocabulary only (no held-out question); with ``prompt``
-    the system prompt and the four tags are added too.
+    the four tags and the system prompt are added too, the prompt once per problem as every conversation
+    carries it: the merges then go where the model's text is, and each example is shorter (faster training).
     """
     texts = [" ".join(str(d) for d in range(10)) + " " + " ".join(_OPERATIONS) + " = ( ) ?"]
     for name, pron in _NAMES:
@@ -89,7 +95,7 @@ def tokenizer_corpus(cfg: SyntheticDataConfig, seed: int, prompt: PromptConfig |
         texts += [question, solution, answer]
     if prompt is not None:
         tags = [prompt.reasoning_start, prompt.reasoning_end, prompt.solution_start, prompt.solution_end]
-        texts += [prompt.system_prompt, " ".join(tags)]
+        texts += [" ".join(tags), *[prompt.system_prompt] * len(sample["question"])]
     return texts
 
 
@@ -114,12 +120,12 @@ def _draw_rows(
         if heldout and cfg.heldout_by == "wording":
             _reuse_facts(batch, training or [], rng)
         keep = _valid(batch["operands"], batch["ops"], cfg.allow_negative)
-        if cfg.heldout_by == "tuples":
+        if cfg.heldout_by in ("tuples", "both"):
             keep &= _is_heldout(batch["operands"], batch["ops"], seed, cfg.eval_fraction_of_tuples) == heldout
         for index in np.flatnonzero(keep).tolist():
             if len(rows) == count:
                 break
-            row = _render({key: column[index] for key, column in batch.items()})
+            row = _render({key: column[index] for key, column in batch.items()}, cfg.working)
             if heldout and row["question"] in seen:
                 continue
             seen.add(row["question"])
@@ -196,9 +202,14 @@ def _valid(operands: np.ndarray, ops: np.ndarray, allow_negative: bool) -> np.nd
 
 
 def _is_heldout(operands: np.ndarray, ops: np.ndarray, seed: int, fraction: float) -> np.ndarray:
-    """A seeded splitmix64 hash of the whole tuple: the same tuple is on the same side in every phrasing."""
+    """A seeded splitmix64 hash of the whole tuple: the same tuple is on the same side in every phrasing.
+    A sum or product of two numbers is one problem in either order (``3 + 4`` and ``4 + 3`` share a side)."""
+    key = operands.copy()
+    if ops.shape[1] == 1:
+        commutes = ops[:, 0] != _OPERATIONS.index("-")
+        key[commutes] = np.sort(key[commutes], axis=1)
     h = np.full(len(operands), seed & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64)
-    for column in np.concatenate([operands, ops + 1_000_003], axis=1).T:
+    for column in np.concatenate([key, ops + 1_000_003], axis=1).T:
         h = _splitmix64(h ^ column.astype(np.int64).astype(np.uint64))
     return (h >> np.uint64(11)).astype(np.float64) / float(1 << 53) < fraction
 
@@ -210,12 +221,15 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def _render(choice: dict) -> dict:
+def _render(choice: dict, working: str = "lines") -> dict:
     values, ops = choice["operands"].tolist(), [_OPERATIONS[i] for i in choice["ops"].tolist()]
     lines, expression, total = [], str(values[0]), values[0]
     for op, operand in zip(ops, values[1:]):
         result = total + operand if op == "+" else total - operand if op == "-" else total * operand
-        lines.append(f"{total} {op} {operand} = {result}")
+        if working == "columns":
+            lines += column_working(total, op, operand)
+        else:
+            lines.append(f"{total} {op} {operand} = {result}")
         if op == "*" and (" + " in expression or " - " in expression):
             expression = f"({expression})"
         expression, total = f"{expression} {op} {operand}", result
@@ -239,3 +253,30 @@ def _story(values: list[int], ops: list[str], choice: dict) -> str:
         sentences.append(phrasings[phrasing % len(phrasings)].format(pron=pron, n=operand, item=item))
     sentences.append(f"How many {item} does {name} have now?")
     return " ".join(sentences)
+
+
+
+def column_working(a: int, op: str, b: int) -> list[str]:
+    """``a op b`` digit by digit, least significant first, then the result as it is read.
+
+    Every line has one shape (``digit op digit op carry = value``), so the carry a line needs sits at the
+    same place in the line before: an unseen pair of operands is a sequence of practised single-digit steps.
+    Sums are written with two digits (``08``: carry 0, digit 8); a borrowing difference shows the borrowed
+    ten on its first digit (``12-8-0=4``, then ``5-3-1=1``).
+
+    >>> column_working(47, "+", 38)
+    ['7+8+0=15', '4+3+1=08', '=85']
+    >>> column_working(52, "-", 38)
+    ['12-8-0=4', '5-3-1=1', '=14']
+    """
+    width = max(len(str(a)), len(str(b)))
+    lines, carry = [], 0
+    for x, y in zip(map(int, str(a).zfill(width)[::-1]), map(int, str(b).zfill(width)[::-1])):
+        if op == "+":
+            lines.append(f"{x}+{y}+{carry}={x + y + carry:02d}")
+            carry = (x + y + carry) // 10
+        else:
+            borrow = int(x - y - carry < 0)
+            lines.append(f"{x + 10 * borrow}-{y}-{carry}={x + 10 * borrow - y - carry}")
+            carry = borrow
+    return [*lines, f"={a + b if op == '+' else a - b}"]
