@@ -1,6 +1,9 @@
 """The evaluator's sampled figure depends on the model alone: every call draws from the same seeded generator,
 and training's random stream is left where it was."""
 
+import dataclasses
+from types import SimpleNamespace
+
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -8,33 +11,35 @@ from llm_finetuning.config import PromptConfig
 from llm_finetuning.evaluation.evaluator import Evaluator
 from llm_finetuning.evaluation.judge import CompletionJudge
 from llm_finetuning.generation import SamplingSettings
+from llm_finetuning.generation.engines import HFEngine
 
 PROBLEMS = [{"prompt": [{"role": "user", "content": f"What is {a} + 4?"}], "answer": str(a + 4)} for a in range(3)]
 
 
 def test_sampled_evaluation_draws_the_same_samples_whatever_ran_before(tiny_base, tiny_tokenizer, monkeypatch):
     model = AutoModelForCausalLM.from_pretrained(tiny_base)  # random weights: samples differ with the seed
+    engine = HFEngine(SimpleNamespace(model=model, tokenizer=tiny_tokenizer))
     evaluator = Evaluator(
         PROBLEMS, CompletionJudge(PromptConfig()), SamplingSettings(greedy=True, max_new_tokens=8),
-        SamplingSettings(greedy=False, num_samples=3, max_new_tokens=8), seed=7,
+        SamplingSettings(greedy=False, num_samples=3, max_new_tokens=8, seed=7),
     )  # fmt: skip
     drawn, score = [], evaluator._score
 
-    def recording(model, tokenizer, sampling, label):
-        rows = score(model, tokenizer, sampling, label)
+    def recording(engine, sampling, label):
+        rows = score(engine, sampling, label)
         if not sampling.greedy:
             drawn.append([row["completions"] for row in rows])
         return rows
 
     monkeypatch.setattr(evaluator, "_score", recording)
     torch.manual_seed(1)
-    evaluator.evaluate(model, tiny_tokenizer, "first")
+    evaluator.evaluate(engine, "first")
     torch.rand(100)  # training moved the global generator on
     state = torch.random.get_rng_state()
-    evaluator.evaluate(model, tiny_tokenizer, "second")
+    evaluator.evaluate(engine, "second")
     assert drawn[0] == drawn[1]
     assert torch.equal(torch.random.get_rng_state(), state)  # the evaluation did not move it
 
-    evaluator.seed = 8
-    evaluator.evaluate(model, tiny_tokenizer, "other seed")
+    evaluator.sampled = dataclasses.replace(evaluator.sampled, seed=8)
+    evaluator.evaluate(engine, "other seed")
     assert drawn[2] != drawn[0]
