@@ -94,9 +94,9 @@ def test_saved_adapter_reloads_and_generates(finished_run):
     config = tiny_config(output_dir)
     manager = ModelManager.load_for_inference(
         config, output_dir / "grpo_saved_lora")
-    question = [{"role": "user", "content": "What is 3 + 4?"}]
-    (completion,), = generate_completions(manager.model, manager.tokenizer, [question],
-                                         SamplingSettings(greedy=True, max_new_tokens=20))
+    question = [{"role": "user", "content": "What is 34 + 48?"}]
+    (completion,), = generate_completions(manager.model, manager.tokenizer, [question],  # the working: ~28 tokens
+                                         SamplingSettings(greedy=True, max_new_tokens=48))
     assert config.prompt.solution_start in completion
     manager.free()
 
