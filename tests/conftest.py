@@ -45,6 +45,10 @@ TEST_SCHEDULE = [
     "evaluation.batch_size=24",
     "data.synthetic.num_eval=24",
 ]
+# Single-digit sums worked in one line, held out by wording: a short completion the lanes' small schedules learn
+# (the lanes check a backend, an engine or a launch, not the demo's two-digit arithmetic).
+SIMPLE_SUMS = ["data.synthetic.min_operand=0", "data.synthetic.max_operand=9", "data.synthetic.working=lines",
+               "data.synthetic.heldout_by=wording", "data.sft.max_samples=null"]
 CORPUS = [f"What is {a} + {b}? {a} + {b} = {a + b}" for a in range(10) for b in range(10)]
 
 
@@ -146,8 +150,8 @@ def vllm_runs(tmp_path_factory) -> dict[str, Path]:
     if vllm_problem():
         pytest.skip(vllm_problem())
     root = tmp_path_factory.mktemp("vllm_runs")
-    run(demo_config(root / "full", *SMALL_MODEL, *VLLM_MODEL, *TEST_SCHEDULE, *VLLM_RUN))
-    run(demo_config(root / "lora", *SMALL_MODEL, *VLLM_MODEL, *TEST_SCHEDULE, VLLM_LORA, "sft_training.learning_rate=5e-3",
+    run(demo_config(root / "full", *SMALL_MODEL, *VLLM_MODEL, *TEST_SCHEDULE, *SIMPLE_SUMS, *VLLM_RUN))
+    run(demo_config(root / "lora", *SMALL_MODEL, *VLLM_MODEL, *TEST_SCHEDULE, *SIMPLE_SUMS, VLLM_LORA, "sft_training.learning_rate=5e-3",
                     "evaluation.enabled=false"), RunOptions(skip_grpo=True))  # fmt: skip
     return {"full": root / "full", "lora": root / "lora"}
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from conftest import GREEDY_FIGURES, ROOT, evaluate_alone, launch_command, launch_env
+from conftest import GREEDY_FIGURES, ROOT, SIMPLE_SUMS, evaluate_alone, launch_command, launch_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.deepspeed]
 deepspeed = pytest.importorskip("deepspeed")
@@ -36,6 +36,7 @@ SCHEDULE = [  # the demo's model, shortened; enough SFT that completions have a 
     "grpo_training.max_completion_length=20",
     "evaluation.num_samples=24", "evaluation.sampled_k=2", "evaluation.batch_size=5",  # uneven shares: lockstep
     "data.synthetic.num_eval=24",
+    *SIMPLE_SUMS,
 ]
 LORA_MODULES = "[q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]"
 LORA = [f"model.lora={{rank: 8, alpha: 16, target_modules: {LORA_MODULES}}}", "sft_training.learning_rate=5e-3"]

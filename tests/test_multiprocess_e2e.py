@@ -27,7 +27,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import GREEDY_FIGURES, ROOT, evaluate_alone, launch_command, launch_env
+from conftest import GREEDY_FIGURES, ROOT, SIMPLE_SUMS, evaluate_alone, launch_command, launch_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
 
@@ -41,6 +41,7 @@ SCHEDULE = [  # the demo's model; enough SFT that completions have a format to c
     "grpo_training.num_generations=4", "grpo_training.max_completion_length=20",
     "evaluation.num_samples=24", "evaluation.sampled_k=2", "evaluation.batch_size=5",  # 5 batches: uneven shares
     "data.synthetic.num_eval=24",
+    *SIMPLE_SUMS,
 ]
 # What a rank other than the main one may write: its own part of the Trainer's checkpoints.
 OTHER_RANK_MAY_WRITE = re.compile(r"^(sft|grpo)/checkpoint-\d+(/rng_state_1\.pth)?$")

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SIMPLE_SUMS
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -53,13 +54,7 @@ SHRINK = [
     "evaluation.batch_size=8",
     "data.synthetic.num_train=400",
     f"data.synthetic.num_eval={NUM_EVAL}",
-    # single-digit sums worked in one line: a short completion that LoRA learns in SFT_STEPS steps (the lane
-    # checks the backend, not the demo's arithmetic)
-    "data.synthetic.min_operand=0",
-    "data.synthetic.max_operand=9",
-    "data.synthetic.working=lines",
-    "data.synthetic.heldout_by=wording",
-    "data.sft.max_samples=null",
+    *SIMPLE_SUMS,  # a short completion that LoRA learns in SFT_STEPS steps
     "model.backend=unsloth",
     LORA,
 ]
