@@ -150,7 +150,8 @@ def vllm_runs(tmp_path_factory) -> dict[str, Path]:
     if vllm_problem():
         pytest.skip(vllm_problem())
     root = tmp_path_factory.mktemp("vllm_runs")
-    run(demo_config(root / "full", *SMALL_MODEL, *VLLM_MODEL, *TEST_SCHEDULE, *SIMPLE_SUMS, *VLLM_RUN))
+    run(demo_config(root / "full", *SMALL_MODEL, *VLLM_MODEL, *TEST_SCHEDULE, *SIMPLE_SUMS, *VLLM_RUN,
+                    "sft_training.learning_rate=3e-3"))  # distinct answers after 120 steps, not one for all
     run(demo_config(root / "lora", *SMALL_MODEL, *VLLM_MODEL, *TEST_SCHEDULE, *SIMPLE_SUMS, VLLM_LORA, "sft_training.learning_rate=5e-3",
                     "evaluation.enabled=false"), RunOptions(skip_grpo=True))  # fmt: skip
     return {"full": root / "full", "lora": root / "lora"}

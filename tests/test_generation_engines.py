@@ -124,6 +124,17 @@ def test_the_weights_version_moves_with_an_in_place_update():
     assert weights_version(model) != version
 
 
+def test_the_weights_version_moves_with_a_fused_adamw_step():
+    # fused AdamW (the optimizer on a CPU) leaves the tensors' in-place version counters where they were
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)
+    version, counters = weights_version(model), [p._version for p in model.parameters()]
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    assert [p._version for p in model.parameters()] == counters  # what the version must not rely on
+    assert weights_version(model) != version
+
+
 def test_seeded_sampling_on_hf_repeats_and_leaves_trainings_random_state_alone(tiny_base, tiny_tokenizer):
     from transformers import AutoModelForCausalLM
 

@@ -60,9 +60,18 @@ def _lora_deltas(model: Any) -> dict[str, torch.Tensor]:
     return deltas
 
 
-def weights_version(model: Any) -> tuple[int, ...]:
-    """Changes whenever a trainable weight is modified in place (an optimizer step): when to push again."""
-    return tuple(p._version for p in model.parameters() if p.requires_grad) or (id(model),)
+def weights_version(model: Any) -> tuple[float, ...]:
+    """Changes whenever a trainable weight changes (an optimizer step, a loaded adapter): when to push again.
+
+    Read from the values, not from the tensors' in-place version counters: fused AdamW (the optimizer on a
+    CPU) updates the weights without bumping them, so an engine keyed on them kept generating from the
+    weights before training. One float64 sum per tensor (no copy), one device sync.
+    """
+    trainable = [p.detach() for p in model.parameters() if p.requires_grad]
+    if not trainable:
+        return (float(id(model)),)
+    with torch.no_grad():
+        return tuple(torch.stack([p.sum(dtype=torch.float64) for p in trainable]).tolist())
 
 
 def push_weights(llm: Any, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
