@@ -50,7 +50,7 @@ from .model.tiny import base_model_path
 from .model.unsloth_backend import request_vllm_standby
 from .rewards import build_rewards
 from .run_outputs import RunRecorder
-from .training.arguments import check_trainer_settings
+from .training.arguments import check_trainer_settings, rollouts_share_engine
 from .training.vllm_server import uses_vllm_server, wait_for_server
 
 logger = logging.getLogger(__name__)
@@ -189,8 +189,6 @@ class Run:
         self.evaluator = Evaluator.from_config(
             self.config, validation, judge, self.grpo_data.max_completion_length
         )
-        from .training.arguments import rollouts_share_engine
-
         shared = rollouts_share_engine(self.config, self.manager.backend_name)
         engine = self.manager.use_engine(self.config.evaluation.engine, rollouts_use_vllm=shared)
         self.recorder.set(engine=engine.name, engine_reason=self.manager.engine_reason)
