@@ -45,6 +45,7 @@ _SIMPLE_LABEL = re.compile(  # x_1, PQ, \angle ABC, \sin\theta, (a,b), S_1:S_2, 
 )
 _LABEL_CHARS = re.compile(r"^(?:[A-Za-z(),:|+\-*/{}\[\]'\s]|\\[A-Za-z]+|_\{?\w{1,3}\}?)+$")
 _LABEL_EQUALS = re.compile(r"^([A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)=(?!=)")  # "a=", "x_1=", "\\theta="
+_LETTER_LABEL = re.compile(r"[A-Za-z](?:_\{?\d\}?)?")  # x, b, x_1: labels ordered alphabetically in a tuple
 _SCRIPT = re.compile(r"[\^_](?:\{[^{}]*\}|\\?.)")  # a superscript or subscript: a^2, a_{10}
 _INFINITY = re.compile(r"^[+-]?\\infty$")
 
@@ -199,9 +200,9 @@ def equal(pred, gold, timeout: float) -> bool:
     if isinstance(pred, Bag) and pred.kind == "set" and len(pred.items) == 1:
         return equal(pred.items[0], gold, timeout)
     if isinstance(gold, Seq) and isinstance(pred, Bag) and pred.kind == "list":  # "1, 2" for "(1, 2)"
-        pred = Seq(gold.opening, gold.closing, pred.items)
+        pred = _as_tuple(pred, gold)
     if isinstance(pred, Seq) and isinstance(gold, Bag) and _all_labelled(gold):  # (8, 4) for a=8, b=4
-        gold = Seq(pred.opening, pred.closing, gold.items)
+        gold = _as_tuple(gold, pred)
     if isinstance(gold, Seq) and isinstance(pred, Seq):
         if _is_ratio(pred) and _is_ratio(gold) and len(pred.items) == len(gold.items) == 2:
             return scalar_equal(_fraction(pred), _fraction(gold), timeout)
@@ -227,6 +228,16 @@ def _same_choice(pred_match, pred: str, gold_match, gold: str, timeout: float) -
     match, other = (pred_match, gold) if pred_match else (gold_match, pred)
     value = match.group(2)  # None for a bare letter
     return bool(value) and scalar_equal(value, other, timeout)
+
+
+def _as_tuple(bag: Bag, like: Seq) -> Seq:
+    """A list read as a tuple bracketed like ``like``. Values labelled by single-letter variables go in
+    alphabetical order, the order tuples of them are written in (``y = 2, x = 3`` is the pair ``(x, y) =
+    (3, 2)``); any other list stays as written (``r = 3, \\theta = \\pi`` is ``(3, \\pi)``)."""
+    items = bag.items
+    if _all_labelled(bag) and all(_LETTER_LABEL.fullmatch(item.sides[0]) for item in items):
+        items = tuple(sorted(items, key=lambda item: item.sides[0]))
+    return Seq(like.opening, like.closing, items)
 
 
 def _all_labelled(bag: Bag) -> bool:

@@ -10,7 +10,8 @@
    ``\\geqslant`` → ``\\geq``; ``\\lt`` → ``<``; ``!=``, ``\\ne`` → ``\\neq``); ``\\tan^{-1}`` becomes
    ``\\arctan`` (and the other inverse trigonometric functions); ``2^10`` is ``2^{10}``; a congruence
    gives its residue (a trailing ``\\pmod{7}`` goes, ``\\equiv`` reads as ``=``).
-4. A trailing unit in a text wrapper after a number goes (``5\\text{ m}^3``, ``\\mathrm{m/s^2}``); other
+4. A trailing unit in a text wrapper after a number goes (``5\\text{ m}^3``, ``\\mathrm{m/s^2}``; a scale
+   word stays: ``3\\text{ million units}`` is ``3 million``); other
    text wrappers (``\\text``, ``\\textnormal``, ``\\mathrm``, ``\\mathbf``, ``\\operatorname``…) are
    replaced by their contents.
 5. Degrees (``^\\circ``), percent (``\\%``) and dollars (``\\$``) are removed: stripped, not
@@ -42,7 +43,7 @@ from __future__ import annotations
 
 import re
 
-from .words import FUNCTION_WORDS, number_words, unicode_math
+from .words import FUNCTION_WORDS, SCALE_WORDS, number_words, unicode_math
 
 MAX_NORMALIZE_CHARS = 20_000  # beyond this only trivial clean-up is done (hostile or prose)
 
@@ -143,7 +144,8 @@ def _rewrite(text: str) -> str:
         text = _MODULUS.sub("", text).rstrip().replace("\\equiv", "=")
     unit = _TEXT_UNIT.search(text, max(0, len(text) - 60))
     if unit and re.search(r"\d", text[: unit.start()]) and unit.group(1).strip() not in _KEEP_WORDS:
-        text = text[: unit.start()]
+        scale = unit.group(1).split()[0]  # "3\text{ million units}": the scale is part of the number
+        text = text[: unit.start()] + (f" {scale}" if scale in SCALE_WORDS else "")
     return text
 
 

@@ -40,6 +40,7 @@ _TENS = {
     "ninety": 90,
 }  # fmt: skip
 _SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+SCALE_WORDS = frozenset({"hundred", *_SCALES})  # a multiplier, never a unit: 3 \text{ million}
 _NUMERAL = re.compile(r"\d+(?:\.\d+)?")
 
 
