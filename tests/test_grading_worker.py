@@ -121,3 +121,12 @@ def test_there_is_one_sympy_name_safelist_and_every_name_in_it_can_be_evaluated(
     assert symbolic._parse("sqrt(v_x)+asec(2)") is not None
     with pytest.raises(ValueError, match="outside the expression vocabulary"):
         symbolic._parse("__import__('os')")
+
+
+@pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="reads the worker's limits from /proc")
+def test_the_worker_runs_under_its_memory_limit_and_still_compares():
+    symbolic.start(wait=True)
+    limits = Path(f"/proc/{symbolic.worker_pid()}/limits").read_text().splitlines()
+    address_space = next(line for line in limits if line.startswith("Max address space"))
+    assert address_space.split()[3:5] == [str(symbolic.MEMORY_LIMIT_BYTES)] * 2  # soft and hard
+    assert symbolic.equal("sin(v_x)**2 + cos(v_x)**2", "1", timeout=10.0) is True

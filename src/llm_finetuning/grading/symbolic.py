@@ -37,6 +37,7 @@ import time
 from typing import Any
 
 STARTUP_TIMEOUT_S = 60.0  # the most a call waits for a worker still importing sympy (not a verdict bound)
+MEMORY_LIMIT_BYTES = 1 << 30  # the worker's address space (about 70 MB in use): a hostile expression fails there
 SAFE_NAMES = frozenset({
     "pi", "oo", "E", "I", "sqrt", "root", "factorial", "binomial", "Abs", "sin", "cos", "tan", "sec",
     "csc", "cot", "asin", "acos", "atan", "asec", "acsc", "acot", "sinh", "cosh", "tanh", "log", "exp",
@@ -170,6 +171,7 @@ def worker_pid() -> int | None:
 
 def _serve() -> None:
     """The worker's loop: answer ``[relation, a, b]`` lines until stdin closes."""
+    _limit_memory()
     # Import sympy and run each kind of comparison once before saying "ready": sympy loads much of
     # itself lazily, and the first simplify would otherwise cost a real comparison ~0.3 s.
     _compare("equal", "sqrt(8)+v_x", "2*sqrt(2)+v_x")
@@ -182,6 +184,16 @@ def _serve() -> None:
         except Exception:  # noqa: BLE001  (unparsable or unsupported: not provably equal)
             answer = False
         print(json.dumps(bool(answer)), flush=True)
+
+
+def _limit_memory() -> None:
+    """Cap the worker's address space, so an expression that would take gigabytes (``10**(10**10)``) fails
+    with MemoryError, which answers "not equal", instead of taking the training machine's memory."""
+    try:
+        import resource
+    except ImportError:  # not on this platform (Windows): the time bound still holds
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
 
 
 def _compare(relation: str, a: str, b: str) -> bool:
