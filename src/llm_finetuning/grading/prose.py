@@ -5,7 +5,8 @@ A slot may hold a sentence or a whole worked solution instead of a bare answer (
 
 1. "X is the answer" → X; a leading "Answer" / "Hence" / "So", or a label and colon ("Total: $56"),
    is dropped.
-2. Math without prose (``$$ 14 $$``, ``\\( 14 \\)``, ``$x=3$, $y=4$``) → the math.
+2. Math without prose (``$$ 14 $$``, ``\\( 14 \\)``, ``$x=3$, $y=4$``) → the math, unless a value
+   follows the last math span (``$3x = 12$ Therefore, x = 4.``: a final statement, step 4).
 3. A long slot (a worked solution) that stops mid-sentence or mid-formula states nothing.
 4. Otherwise the *final statement*: the last sentence holding a value (a digit, math, a number word
    from "two" up, a choice "(B)"), so "I hope it is correct." is passed over. In it: what follows the
@@ -57,7 +58,7 @@ _NUMBER_WORDS = (  # "one" is left out: "one of the roots", "the one above" are 
     r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
 )
 _HAS_VALUE = re.compile(rf"\d|\b{_NUMBER_WORDS}\b|\([A-E]\)", re.IGNORECASE)  # (B): a choice
-_CONCLUSION = re.compile(r"(?:^|[,;]\s*|\s)(?:so|hence|thus|therefore|giving|i\.e\.)\s+", re.IGNORECASE)
+_CONCLUSION = re.compile(r"(?:^|[,;]\s*|\s)(?:so|hence|thus|therefore|giving|i\.e\.),?\s+", re.IGNORECASE)
 _SCALE_WORDS = r"(?:hundred|thousand|million|billion)"
 _VALUE = re.compile(  # a number in digits or in words ("one hundred and five")
     rf"-?\d[\d,]*(?:\.\d+)?|\b(?:{_NUMBER_WORDS}|one(?=[ -]+{_SCALE_WORDS}))"
@@ -89,7 +90,7 @@ def slot_answer(text: str) -> str | None:
     head = _IS_THE_ANSWER.search(text)
     if head:
         return _joined(spans_or_text(_LEAD_IN.sub("", text[: head.start()], count=1)))
-    if not _is_prose(_without_spans(text)):
+    if not _is_prose(_without_spans(text)) and not _value_after_math(text):
         return _joined(spans_or_text(text))
     if long and _CUT_OFF.search(text):  # a worked solution that stops mid-sentence states nothing
         return None
@@ -198,6 +199,12 @@ def _final_statement(text: str) -> str | None:
         if _HAS_VALUE.search(sentence) or bisect.bisect_left(starts, start) < bisect.bisect_left(starts, end):
             return sentence
     return None
+
+
+def _value_after_math(text: str) -> bool:
+    """Whether a value follows the last math span ("$3x = 12$ Therefore, x = 4."): a later statement."""
+    spans = _span_ranges(text)
+    return bool(spans) and _HAS_VALUE.search(text, spans[-1][1]) is not None
 
 
 def _is_prose(text: str) -> bool:
