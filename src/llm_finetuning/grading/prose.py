@@ -32,6 +32,8 @@ from __future__ import annotations
 import bisect
 import re
 
+from .words import SCALE_WORDS
+
 MAX_TEXT = 4_000  # prose is read in at most the last this many characters (the last paragraphs)
 LONG = 150  # a slot longer than this is a worked solution: its final statement's last number counts
 _CONNECTOR = re.compile(
@@ -59,7 +61,7 @@ _NUMBER_WORDS = (  # "one" is left out: "one of the roots", "the one above" are 
 )
 _HAS_VALUE = re.compile(rf"\d|\b{_NUMBER_WORDS}\b|\([A-E]\)", re.IGNORECASE)  # (B): a choice
 _CONCLUSION = re.compile(r"(?:^|[,;]\s*|\s)(?:so|hence|thus|therefore|giving|i\.e\.),?\s+", re.IGNORECASE)
-_SCALE_WORDS = r"(?:hundred|thousand|million|billion)"
+_SCALE_WORDS = f"(?:{'|'.join(sorted(SCALE_WORDS))})"
 _VALUE = re.compile(  # a number in digits or in words ("one hundred and five")
     rf"-?\d[\d,]*(?:\.\d+)?|\b(?:{_NUMBER_WORDS}|one(?=[ -]+{_SCALE_WORDS}))"
     rf"(?:(?:[ -]+|\s+and\s+)(?:{_NUMBER_WORDS}|one|{_SCALE_WORDS}))*\b",
