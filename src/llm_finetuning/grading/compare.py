@@ -88,7 +88,9 @@ def parse(text: str):
     parts = split_top(text, _SEPARATORS)
     if len(parts) > 1:
         items = _elements(_list_parts(parts[:MAX_ELEMENTS]))
-        return items[0] if len(items) == 1 else Bag(items)
+        if len(items) == 1:
+            return items[0]
+        return _union(items) if len(split_top(text, ("\\cup",))) == len(parts) else Bag(items)
     if text.startswith("\\{") and text.endswith("\\}") and _encloses(text, 2):
         return Bag(_elements(split_top(text[2:-2], (",", ";"))[:MAX_ELEMENTS]), "set")
     if text[:1] in "([" and text[-1:] in ")]" and _encloses(text, 1):
@@ -111,8 +113,22 @@ def _intervals(found: list | None, text: str):
     """Intervals from ``relations`` as a ``Seq``, or a union ``Bag``; ``text`` itself when none."""
     if not found:
         return text
+    found = relations.merged(found) or found
     pieces = tuple(Seq(opening, closing, (low, high)) for opening, low, high, closing in found)
     return pieces[0] if len(pieces) == 1 else Bag(pieces, "union")
+
+
+def _union(items: tuple):
+    """Answers joined by ``\\cup``: intervals with numeric ends are merged where they overlap or touch
+    (``(-2, 3) \\cup [3, 5]`` is ``(-2, 5]``); anything else is a union of its items."""
+    intervals = [
+        (item.opening, *item.items, item.closing) for item in items
+        if isinstance(item, Seq) and item.opening in "([" and item.closing in ")]" and len(item.items) == 2
+        and all(isinstance(end, str) for end in item.items)
+    ]  # fmt: skip
+    if len(intervals) == len(items):
+        return _intervals(intervals, "")
+    return Bag(items, "union")
 
 
 def _list_parts(parts: list[str]) -> list[str]:

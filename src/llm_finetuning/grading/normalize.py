@@ -19,7 +19,7 @@
 6. LaTeX spacing (``\\,``, ``\\;``, ``\\!``, ``\\quad``, ``~``) becomes a space; thousands separators go
    (``1{,}000``, ``1\\,000``, ``12,\\!345``, and ``1,234,567`` or ``1 234 567`` when that is the whole
    answer).
-7. A number in words becomes digits (``five``, ``twenty-five``, ``3 million``).
+7. A number in words becomes digits (``five``, ``twenty-five``, ``3 million``; ``one half``, ``two thirds``).
 8. Trailing unit words after a number or expression go (``5 cm``, ``12 square units``, ``3 dollars``);
    a lone word answer (``Monday``) is kept.
 9. A word ``or`` / ``and`` between spaces becomes a comma (a list; ``42 or 43`` is then a hedge that
@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import re
 
-from .words import FUNCTION_WORDS, SCALE_WORDS, number_words, unicode_math
+from .words import FUNCTION_WORDS, SCALE_WORDS, fraction_words, number_words, unicode_math
 
 MAX_NORMALIZE_CHARS = 20_000  # beyond this only trivial clean-up is done (hostile or prose)
 
@@ -195,7 +195,7 @@ def _numbers_in_words(text: str) -> str:
     """Rule 7, for the whole answer or all of it but a trailing unit word (``five apples``)."""
     if not text[:1].isalnum() or len(text) > 80:
         return text
-    digits = number_words(text)
+    digits = number_words(text) or fraction_words(text)
     if digits is not None:
         return digits
     head, _, unit = text.rpartition(" ")

@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from .words import SCALE_WORDS
+from .words import FRACTION_WORDS, SCALE_WORDS
 
 MAX_TEXT = 4_000  # prose is read in at most the last this many characters (the last paragraphs)
 LONG = 150  # a slot longer than this is a worked solution: its final statement's last number counts
@@ -59,11 +59,11 @@ _NUMBER_WORDS = (  # "one" is left out: "one of the roots", "the one above" are 
     r"(?:zero|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
     r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
 )
-_HAS_VALUE = re.compile(rf"\d|\b{_NUMBER_WORDS}\b|\([A-E]\)", re.IGNORECASE)  # (B): a choice
+_HAS_VALUE = re.compile(rf"\d|\b{_NUMBER_WORDS}\b|\b{FRACTION_WORDS}\b|\([A-E]\)", re.IGNORECASE)  # (B): a choice
 _CONCLUSION = re.compile(r"(?:^|[,;]\s*|\s)(?:so|hence|thus|therefore|giving|i\.e\.),?\s+", re.IGNORECASE)
 _SCALE_WORDS = f"(?:{'|'.join(sorted(SCALE_WORDS))})"
-_VALUE = re.compile(  # a number in digits or in words ("one hundred and five")
-    rf"-?\d[\d,]*(?:\.\d+)?|\b(?:{_NUMBER_WORDS}|one(?=[ -]+{_SCALE_WORDS}))"
+_VALUE = re.compile(  # a number in digits or in words ("one hundred and five", "two thirds")
+    rf"-?\d[\d,]*(?:\.\d+)?|\b{FRACTION_WORDS}\b|\b(?:{_NUMBER_WORDS}|one(?=[ -]+{_SCALE_WORDS}))"
     rf"(?:(?:[ -]+|\s+and\s+)(?:{_NUMBER_WORDS}|one|{_SCALE_WORDS}))*\b",
     re.IGNORECASE,
 )
@@ -79,6 +79,11 @@ _QUALIFIER = re.compile(  # a clause after the answer: ", attained when $x = 1$"
     r"|whenever|with\s+equality)\b"
     r"|,?(?<!\s)\s+(?:since|because)\b",
     re.IGNORECASE,
+)
+
+
+_REASON_IN_PARENS = re.compile(  # "14 (since 2*7 = 14)": a reason in brackets that ends the text
+    r"\s*\((?:since|because|as|by|from|using|via|which|i\.e\.|check)\b(?:[^()]|\([^()]*\))*\)\W*$", re.IGNORECASE
 )
 
 
@@ -132,9 +137,9 @@ def _statement_answer(statement: str, long: bool) -> str | None:
 
 
 def without_qualifier(text: str) -> str:
-    """``text`` up to a clause that follows its answer (", attained when …", ", which …"), when a
-    value comes before that clause."""
-    clause = _QUALIFIER.search(text)
+    """``text`` up to a clause that follows its answer (", attained when …", ", which …", a closing
+    "(since 2 \\cdot 7 = 14)"), when a value comes before that clause."""
+    clause = _QUALIFIER.search(text) or _REASON_IN_PARENS.search(text, max(0, len(text) - 200))
     return text[: clause.start()] if clause and _HAS_VALUE.search(text, 0, clause.start()) else text
 
 

@@ -61,6 +61,29 @@ def intersection(parts: list[str]) -> list[Interval] | None:
     return _all_of([intervals(part) for part in parts])
 
 
+def merged(pieces: list[Interval]) -> list[Interval] | None:
+    """The same union with overlapping or touching intervals joined, in order (``(-2, 3) \\cup [3, 5]``
+    is ``(-2, 5]``); ``None`` when an endpoint has no exact value.
+
+    >>> merged([("[", "3", "5", "]"), ("(", "-2", "3", ")")])
+    [('(', '-2', '5', ']')]
+    """
+    try:
+        ordered = sorted(pieces, key=lambda i: (_value(i[1]), i[0] == "("))
+        result = [ordered[0]]
+        for piece in ordered[1:]:
+            last = result[-1]
+            low, high = _value(piece[1]), _value(last[2])
+            if low < high or (low == high and (last[3] == "]" or piece[0] == "[")):  # overlap or touch
+                top = max((last, piece), key=lambda i: (_value(i[2]), i[3] == "]"))
+                result[-1] = (last[0], last[1], top[2], top[3])
+            else:
+                result.append(piece)
+    except ValueError:
+        return None
+    return result
+
+
 def _all_of(unions: list[list[Interval] | None]) -> list[Interval] | None:
     result: list[Interval] = [("(", "-" + _INFINITY, _INFINITY, ")")]
     try:

@@ -62,6 +62,34 @@ def superscripts(text: str) -> str:
     return _SUPERSCRIPT_RUN.sub(lambda m: "^{" + "".join(_SUPERSCRIPT[c] for c in m.group()) + "}", text)
 
 
+_DENOMINATORS = {
+    "half": 2, "third": 3, "quarter": 4, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+    "eighth": 8, "ninth": 9, "tenth": 10,
+}  # fmt: skip
+FRACTION_WORDS = (  # a regex for prose: "one half", "a third", "two-thirds", "three quarters"
+    r"(?:a|one|two|three|four|five|six|seven|eight|nine|ten)[ -]+(?:halves|half|(?:"
+    + "|".join(word for word in _DENOMINATORS if word != "half") + r")s?)"
+)
+
+
+def fraction_words(text: str) -> str | None:
+    """``text`` as a LaTeX fraction when it is a fraction in words (``one half``, ``a third``,
+    ``two-thirds``, ``three quarters``), else ``None``.
+
+    >>> fraction_words("one half"), fraction_words("two-thirds"), fraction_words("half an hour")
+    ('\\\\frac{1}{2}', '\\\\frac{2}{3}', None)
+    """
+    words = re.split(r"[\s-]+", text.lower().strip())
+    if len(words) != 2:
+        return None
+    numerator = 1 if words[0] == "a" else _SMALL.get(words[0])
+    plural = words[1].endswith("s")  # "one third", "two thirds": the number agrees with the noun
+    denominator = _DENOMINATORS.get("half" if words[1] == "halves" else words[1].removesuffix("s"))
+    if not numerator or denominator is None or plural != (numerator > 1):
+        return None
+    return f"\\frac{{{numerator}}}{{{denominator}}}"
+
+
 def number_words(text: str) -> str | None:
     """``text`` as digits when it is a number in words (``five``, ``twenty-five``, ``one hundred and
     two``, ``3 million``, ``1.5 billion``), else ``None``."""
