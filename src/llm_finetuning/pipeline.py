@@ -82,9 +82,9 @@ def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, 
     recorder = run_on_main(lambda: _start_outputs(config, output_dir, options.resume))
     if not is_main_process():  # the main process has reset (or kept) the files: read the same state
         recorder = RunRecorder.start(output_dir, resume=options.resume, writes=False)
-    _check_processes(config, recorder, launch)
     request_vllm_standby(config)  # read by Unsloth when it is imported, which choosing it may do
     backend = choose_backend(config.model)[0]
+    _check_processes(backend, recorder, launch)
     if not options.skip_grpo and uses_vllm_server(config, backend):
         run_on_main(lambda: wait_for_server(config.grpo_training))  # fail now, not when GRPO starts
     if backend == "unsloth":
@@ -108,7 +108,7 @@ def _start_outputs(config: PipelineConfig, output_dir: Path, resume: bool) -> Ru
     return RunRecorder.start(output_dir, resume=resume)
 
 
-def _check_processes(config: PipelineConfig, recorder: RunRecorder, launch: Any) -> None:
+def _check_processes(backend: str, recorder: RunRecorder, launch: Any) -> None:
     """Record how many processes the run has; refuse what cannot run in several."""
     processes = process_record(launch)
     before = (recorder.summary["processes"] or processes)["num_processes"]  # a resumed run: what it had before
@@ -116,7 +116,7 @@ def _check_processes(config: PipelineConfig, recorder: RunRecorder, launch: Any)
         logger.warning("this run was started with %d processes and resumes with %d: the data order changes",
                        before, processes["num_processes"])
     recorder.set(processes=processes)
-    if processes["num_processes"] > 1 and choose_backend(config.model)[0] == "unsloth":
+    if processes["num_processes"] > 1 and backend == "unsloth":
         raise PipelineError(
             "model.backend: the unsloth backend runs in one process; set model.backend=hf for a multi-process launch"
         )
