@@ -66,16 +66,19 @@ def speed(generate, prompts, settings, rounds: int) -> dict:
 
 def engine_speeds(manager, prompts, settings, rounds: int) -> dict:
     from llm_finetuning.generation import get_engine
+    from llm_finetuning.vllm_engine import EngineOwner, RunningEngine
+    from llm_finetuning.vllm_engine.start import start_engine
 
     hf = get_engine("hf", manager)
     batch = manager.config.evaluation.batch_size
     rows = {"hf": speed(lambda p, s: hf.generate(p, s, batch_size=batch), prompts, settings, rounds)}
+    engines = EngineOwner(manager.config)
     started = time.perf_counter()
-    manager.vllm_engine()
+    engines.running = RunningEngine(start_engine(manager.config, str(manager.base_path)), "ours")
     rows["vllm engine start (s)"] = round(time.perf_counter() - started, 1)
-    vllm = get_engine("vllm", manager)
+    vllm = get_engine("vllm", manager, engines)
     rows["vllm"] = speed(vllm.generate, prompts, settings, rounds)
-    manager.close_vllm()
+    engines.shutdown()
     return rows
 
 
@@ -85,12 +88,8 @@ def lora_request_speed(manager, prompts, settings, rounds: int, adapter: Path) -
     from vllm.lora.request import LoRARequest
 
     from llm_finetuning.generation.hf import render_prompts
-    from llm_finetuning.generation.vllm_engine import (
-        RunningEngine,
-        engine_arguments,
-        sampling_arguments,
-        single_process_launch,
-    )
+    from llm_finetuning.generation.vllm import sampling_arguments
+    from llm_finetuning.vllm_engine.start import engine_arguments, shut_down, single_process_launch
 
     tokenizer = manager.tokenizer
     started = time.perf_counter()
@@ -110,7 +109,7 @@ def lora_request_speed(manager, prompts, settings, rounds: int, adapter: Path) -
         return [[_counted(o.outputs[0], tokenizer)] for o in outputs]
 
     result = speed(generate, prompts, settings, rounds)
-    RunningEngine(llm).shutdown()
+    shut_down(llm)
     return {"vllm LoRARequest engine start (s)": start, "vllm LoRARequest": result}
 
 

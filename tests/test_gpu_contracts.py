@@ -69,7 +69,7 @@ WHEEL_API: dict[str, tuple[Target, ...]] = {
     ),
 }
 CALLED_TODAY = {"from_pretrained", "get_peft_model", "for_inference", "save_pretrained_merged", "save_pretrained_gguf",
-                "fast_generate", "load_lora"}  # the last two: the unsloth generation engine (generation/vllm_engine.py)
+                "fast_generate", "load_lora"}  # the last two: the unsloth generation engine (generation/vllm.py)
 LOCK_CHECKED = ("unsloth", "unsloth_zoo", "vllm", "trl")
 
 
@@ -308,13 +308,14 @@ def test_trl_configs_built_from_the_project_arguments_on_cuda_keep_every_value(b
     from trl import GRPOConfig, SFTConfig
 
     from llm_finetuning.config import PipelineConfig
+    from llm_finetuning.model import get_backend
     from llm_finetuning.training.arguments import grpo_arguments, sft_arguments
 
     config = PipelineConfig.from_yaml(ROOT / "configs" / config_file)
     weights = [spec.weight for spec in config.rewards.rewards]
     for config_class, arguments in (
-        (SFTConfig, sft_arguments(config, tmp_path, backend)),
-        (GRPOConfig, grpo_arguments(config, tmp_path, backend, 256, weights)),
+        (SFTConfig, sft_arguments(config, tmp_path, get_backend(backend))),
+        (GRPOConfig, grpo_arguments(config, tmp_path, get_backend(backend), 256, weights)),
     ):
         built = config_class(**arguments)
         changed = {key: (value, getattr(built, key)) for key, value in arguments.items() if getattr(built, key) != value}

@@ -1,18 +1,26 @@
-"""Unsloth patches transformers/trl/peft when it is imported, so it must be imported first or not at all.
+"""The package's import structure: what may import what, and when unsloth may be imported.
 
-A fake ``unsloth`` package that records its own import sits on the path of a fresh interpreter: importing
-the whole package on a CPU machine must never import it, while a machine where CUDA is available (simulated)
-does import it when the backend is chosen, which shows the check can see an import at all.
+Unsloth patches transformers/trl/peft when it is imported, so it must be imported first or not at all. A fake
+``unsloth`` package that records its own import sits on the path of a fresh interpreter: importing the whole
+package on a CPU machine must never import it, while a machine where CUDA is available (simulated) does import
+it when the backend is chosen, which shows the check can see an import at all.
+
+The structure is read from the source with ``ast`` (every import, those inside functions too): no two modules
+and no two packages import each other, the model layer imports nothing from the layers that use it, and what
+differs between backends is asked of the backend object, never decided by comparing its name.
 """
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+SRC = Path(__file__).resolve().parents[1] / "src"
 MODULES = [
     "llm_finetuning",
     "llm_finetuning.cli",
@@ -22,6 +30,10 @@ MODULES = [
     "llm_finetuning.evaluation.evaluator",
     "llm_finetuning.generation",
     "llm_finetuning.rewards",
+    "llm_finetuning.vllm_engine",
+    "llm_finetuning.vllm_engine.trl",
+    "llm_finetuning.vllm_engine.unsloth",
+    "llm_finetuning.vllm_engine.server",
     "llm_finetuning.tools.evaluate",
     "llm_finetuning.tools.infer",
     "llm_finetuning.tools.export",
@@ -52,7 +64,7 @@ def test_importing_every_module_on_cpu_never_imports_unsloth_or_vllm(tmp_path):
             importlib.import_module(name)
         from llm_finetuning.config import ModelConfig
         from llm_finetuning.model import choose_backend
-        print(choose_backend(ModelConfig())[0])
+        print(choose_backend(ModelConfig()).name)
         print(sorted(m for m in sys.modules if m.split(".")[0] in ("unsloth", "vllm", "unsloth_zoo")))
         """)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -66,6 +78,72 @@ def test_the_fake_unsloth_is_seen_when_cuda_makes_the_backend_import_it(tmp_path
         torch.cuda.is_available = lambda: True
         from llm_finetuning.config import ModelConfig
         from llm_finetuning.model import choose_backend
-        print(choose_backend(ModelConfig(model_name="some/model"))[0])
+        print(choose_backend(ModelConfig(model_name="some/model")).name)
         """)
     assert (tmp_path / "record").read_text() == "imported", result.stderr[-2000:]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports anywhere in its source (``from . import x`` counts as ``x``)."""
+    files = {_module_name(path): path for path in (SRC / "llm_finetuning").rglob("*.py")}
+    graph = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                targets.update(f"{module}.{a.name}" if f"{module}.{a.name}" in files else module for a in node.names)
+        graph[name] = {target for target in targets if target in files and target != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The groups of nodes that reach each other (strongly connected components of more than one node)."""
+    reach = {node: set() for node in graph}
+    for node, targets in graph.items():
+        stack = list(targets)
+        while stack:
+            nxt = stack.pop()
+            if nxt not in reach[node]:
+                reach[node].add(nxt)
+                stack.extend(graph.get(nxt, ()))
+    groups = {frozenset({n} | {m for m in reach[n] if n in reach.get(m, ())}) for n in graph}
+    return [set(group) for group in groups if len(group) > 1]
+
+
+def _layer(module: str) -> str:
+    """The package (config, model, ...) or top-level module a module belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def test_no_two_modules_and_no_two_packages_import_each_other():
+    graph = import_graph()
+    assert cycles(graph) == []
+    layers: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        layers.setdefault(_layer(module), set()).update(_layer(t) for t in targets if _layer(t) != _layer(module))
+    assert cycles(layers) == []
+
+
+def test_the_model_layer_imports_nothing_from_the_layers_that_use_it():
+    above = {"generation", "evaluation", "training", "vllm_engine", "pipeline", "tools", "cli"}
+    arrows = {(module, target) for module, targets in import_graph().items() if _layer(module) == "model"
+              for target in targets if _layer(target) in above}  # fmt: skip
+    assert arrows == set()
+
+
+def test_backend_differences_are_asked_of_the_backend_object_not_its_name():
+    comparison = re.compile(r"""backend(_name|\.name)?\s*[!=]=\s*['"](unsloth|hf)['"]""")
+    found = [f"{path.relative_to(SRC)}:{number}" for path in (SRC / "llm_finetuning").rglob("*.py")
+             for number, line in enumerate(path.read_text().splitlines(), 1) if comparison.search(line)]  # fmt: skip
+    assert found == []

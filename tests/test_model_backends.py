@@ -16,10 +16,12 @@ import torch
 from llm_finetuning.config import ConfigError, LoraSettings, ModelConfig, PipelineConfig
 from llm_finetuning.errors import ModelError
 from llm_finetuning.model import BACKENDS, TINY_MODEL_NAME, choose_backend, get_backend
-from llm_finetuning.model.backends import vllm_problem
-from llm_finetuning.model.hardware import unsloth_fast_inference
-from llm_finetuning.model.unsloth_backend import _engine_wanted
-from llm_finetuning.training.arguments import vllm_wanted
+from llm_finetuning.model.hardware import vllm_problem
+from llm_finetuning.model.unsloth_backend import UnslothBackend
+
+
+def _engine_wanted(model_config: ModelConfig) -> bool:
+    return UnslothBackend()._engine_at_load(model_config)
 
 
 @pytest.fixture
@@ -52,7 +54,8 @@ def cuda_without_unsloth(monkeypatch, without_unsloth):
     ],
 )
 def test_choice_on_a_cpu_machine(model_config, expected):
-    assert choose_backend(model_config) == expected
+    backend = choose_backend(model_config)
+    assert (backend.name, backend.reason) == expected
 
 
 @pytest.mark.usefixtures("no_cuda")
@@ -78,8 +81,8 @@ def test_impossible_choices_raise_one_line_model_errors(model_config, fix):
     ],
 )
 def test_auto_on_cuda_falls_back_to_hf_and_says_why(model_config, expected_name, reason_part):
-    name, reason = choose_backend(model_config)
-    assert name == expected_name and reason_part in reason
+    backend = choose_backend(model_config)
+    assert backend.name == expected_name and reason_part in backend.reason
 
 
 @pytest.mark.parametrize("cuda", [True, False])
@@ -96,9 +99,10 @@ def test_asking_for_unsloth_when_it_is_missing_names_the_install_command(monkeyp
 )
 def test_unsloth_starts_a_vllm_engine_only_on_cuda(monkeypatch, fast_inference, cuda, engine):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    assert unsloth_fast_inference(ModelConfig(fast_inference=fast_inference)) is engine
+    assert UnslothBackend.fast_inference(ModelConfig(fast_inference=fast_inference)) is engine
     config = PipelineConfig(model=ModelConfig(fast_inference=fast_inference))
-    assert vllm_wanted(config, "unsloth") is engine  # GRPO asks for vLLM exactly when the engine starts
+    # GRPO generates on the model's engine exactly when the engine starts
+    assert UnslothBackend().rollouts(config) == ("model_engine" if engine else "generate")
 
 
 def _vllm_installed(monkeypatch, version: str | None, cpu_build: str | None = None) -> None:
@@ -191,8 +195,8 @@ def test_fast_inference_is_turned_off_where_unsloth_refuses_an_engine(monkeypatc
     with caplog.at_level(logging.WARNING, logger="llm_finetuning.model.unsloth_backend"):
         assert _engine_wanted(model) is False
     assert caplog.messages == [f"model.fast_inference: off, {refusal}; GRPO generates with model.generate"]
-    assert unsloth_fast_inference(model) is False
-    assert vllm_wanted(PipelineConfig(model=model), "unsloth") is False  # GRPO does not expect the engine either
+    assert UnslothBackend.fast_inference(model) is False
+    assert UnslothBackend().rollouts(PipelineConfig(model=model)) == "generate"  # GRPO does not expect it either
 
 
 def test_fast_inference_on_cuda_without_vllm_is_a_one_line_error(monkeypatch):

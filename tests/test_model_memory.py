@@ -101,6 +101,19 @@ def test_the_hf_backend_with_trls_engine_needs_a_second_copy_with_its_own_share(
     assert estimate_memory(_apply(config, estimate.suggestion), parse_size("24GiB")).fits
 
 
+@pytest.mark.parametrize(("engine", "counted"), [("auto", True), ("vllm", True), ("hf", False)])
+def test_an_engine_kept_for_grpos_evaluations_counts_in_grpo_and_never_in_sft(engine, counted):
+    """GRPO on model.generate, evaluation on vLLM: the run keeps an evaluation engine through GRPO (its periodic
+    evaluations) and shuts it down after every evaluation outside GRPO, so SFT holds none."""
+    config = PipelineConfig.from_yaml(DEFAULT, ["model.backend=hf", "grpo_training.use_vllm=false",
+                                                f"evaluation.engine={engine}"])  # fmt: skip
+    sft, grpo = estimate_memory(config, parse_size("80GiB")).phases
+    assert "vllm engine" not in sft.parts
+    assert grpo.parts.get("vllm engine", 0) == (int(0.3 * 80 * GIB) if counted else 0)
+    without_periodic = config.with_overrides(["grpo_training.eval_strategy=no"])
+    assert "vllm engine" not in estimate_memory(without_periodic, parse_size("80GiB")).phases[1].parts
+
+
 def test_without_gradient_checkpointing_the_first_change_is_to_turn_it_on():
     config = PipelineConfig.from_yaml(DEFAULT, ["model.gradient_checkpointing=false"])
     estimate = estimate_memory(config, parse_size("24GiB"))

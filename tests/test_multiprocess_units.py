@@ -24,9 +24,10 @@ from llm_finetuning.config import ConfigError, GRPOTrainingConfig, PipelineConfi
 from llm_finetuning.errors import PipelineError
 from llm_finetuning.evaluation.sharding import generate_sharded, shard_batches
 from llm_finetuning.logging_setup import setup_logging
+from llm_finetuning.model import get_backend
 from llm_finetuning.run_outputs import RunRecorder
 from llm_finetuning.training.callbacks import GracefulStop
-from llm_finetuning.training.vllm_server import uses_vllm_server, wait_for_server
+from llm_finetuning.vllm_engine.server import wait_for_server
 
 
 @pytest.mark.parametrize("count, batch_size, ranks, lockstep, expected", [
@@ -146,15 +147,19 @@ def test_vllm_server_settings_are_checked(settings, message):
 
 
 def test_the_unsloth_backend_cannot_use_a_vllm_server():
-    with pytest.raises(ConfigError, match="grpo_training.vllm_mode: server: the unsloth backend"):
-        PipelineConfig.from_dict({"model": {"backend": "unsloth"}, "grpo_training": {"vllm_mode": "server"}})
+    config = PipelineConfig.from_dict({"model": {"backend": "unsloth"}, "grpo_training": {"vllm_mode": "server"}})
+    with pytest.raises(ConfigError, match="grpo_training.vllm_mode: server, but Unsloth generates with its own"):
+        get_backend("unsloth").check_config(config)
 
 
-def test_only_the_hf_backend_in_server_mode_waits_for_a_server():
+def test_only_the_hf_backend_in_server_mode_waits_for_a_server(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     server = PipelineConfig.from_dict({"grpo_training": {"vllm_mode": "server", "use_vllm": True}})
-    assert uses_vllm_server(server, "hf")
-    assert not uses_vllm_server(server.with_overrides(["grpo_training.vllm_mode=colocate"]), "hf")
-    assert not uses_vllm_server(server.with_overrides(["grpo_training.use_vllm=null"]), "hf")  # CPU: no vLLM
+    hf = get_backend("hf")
+    assert hf.rollouts(server) == "trl_server"
+    assert hf.rollouts(server.with_overrides(["grpo_training.vllm_mode=colocate"])) == "trl_colocate"
+    assert hf.rollouts(server.with_overrides(["grpo_training.use_vllm=null"])) == "generate"  # CPU: no vLLM
+    assert get_backend("unsloth").rollouts(server.with_overrides(["model.fast_inference=false"])) == "generate"
 
 
 class _Health(http.server.BaseHTTPRequestHandler):
@@ -199,7 +204,7 @@ def test_the_unsloth_backend_is_refused_in_a_multi_process_launch(monkeypatch, t
     recorder = RunRecorder.start(tmp_path, resume=False)
     if refused:
         with pytest.raises(PipelineError, match="model.backend=hf"):
-            pipeline._check_processes(backend, recorder, read_launch({}))
+            pipeline._check_processes(get_backend(backend), recorder, read_launch({}))
     else:
-        pipeline._check_processes(backend, recorder, read_launch({}))
+        pipeline._check_processes(get_backend(backend), recorder, read_launch({}))
     assert recorder.summary["processes"] == record

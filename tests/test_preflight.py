@@ -17,6 +17,7 @@ from llm_finetuning.errors import PipelineError
 from llm_finetuning.model import ModelManager
 from llm_finetuning.rewards import build_rewards
 from llm_finetuning.training.preflight import grpo_lengths, longest_rows, run_preflight, sft_lengths
+from llm_finetuning.vllm_engine import EngineOwner
 
 
 def test_the_longest_rows_come_first_and_ties_keep_their_order():
@@ -58,7 +59,7 @@ def test_one_worst_case_step_per_phase_leaves_the_model_and_the_generators_as_th
     torch.manual_seed(123)
     before = _state()
     funcs, reward_weights = build_rewards(config.rewards, config.prompt)
-    sft, grpo = run_preflight(config, manager, sft_data, grpo_data, funcs, reward_weights)
+    sft, grpo = run_preflight(config, manager, EngineOwner(config), sft_data, grpo_data, funcs, reward_weights)
     assert _state()[0] == before[0] and _state()[1] == before[1] and torch.equal(_state()[2], before[2])
     for name, p in manager.model.named_parameters():
         assert torch.equal(p, weights[name]), f"{name} moved"
@@ -84,7 +85,7 @@ def test_running_out_of_memory_in_the_preflight_is_one_line_naming_what_to_lower
 
     monkeypatch.setattr(SFTTrainer, "training_step", out_of_memory)
     with pytest.raises(PipelineError) as info:
-        run_preflight(config, manager, sft_data, None, [], [])
+        run_preflight(config, manager, EngineOwner(config), sft_data, None, [], [])
     message = str(info.value)
     assert message.startswith("preflight: CUDA out of memory in one SFT step on the longest SFT examples; lower ")
     assert "sft_training.per_device_train_batch_size" in message and "--no-preflight" in message

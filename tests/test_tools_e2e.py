@@ -188,9 +188,9 @@ def test_evaluate_defaults_to_the_base_model_on_the_runs_held_out_problems(runs,
     assert "(held-out split)" in capsys.readouterr().out
     # the problems scored are the pipeline's held-out ones (the GRPO validation rows), never training rows
     config = PipelineConfig.from_yaml(_config(full))
-    manager = load_model(config, None)
-    validation = load_grpo_data(config, manager.tokenizer).validation
-    manager.free()
+    loaded = load_model(config, None)
+    validation = load_grpo_data(config, loaded.manager.tokenizer).validation
+    loaded.free()
     scored = [json.loads(line)["prompt"] for line in (tmp_path / "eval" / "results.jsonl").read_text().splitlines()]
     assert scored == [row["prompt"][-1]["content"] for row in validation.select(range(4))]
     assert sorted((full / ".tiny_base").iterdir()) == bases  # the run's own base model, not a rebuilt one
@@ -248,7 +248,7 @@ def test_merged_export_reloads_and_matches_base_plus_adapter(runs, tmp_path, cap
     config = PipelineConfig.from_yaml(_config(lora))
     prompts = [conversation(config.prompt.system_prompt, question) for question in QUESTIONS]
     greedy = SamplingSettings(greedy=True, max_new_tokens=24)
-    with_adapter = load_model(config, adapter)
+    with_adapter = load_model(config, adapter).manager
     merged = AutoModelForCausalLM.from_pretrained(str(merged_dir), dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(merged_dir))
     tokenizer.padding_side = "left"

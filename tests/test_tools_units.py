@@ -11,9 +11,10 @@ import pytest
 from llm_finetuning.cli import run_reporting_errors
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.errors import DataError, ModelError
+from llm_finetuning.model import get_backend
 from llm_finetuning.tools.common import default_adapter
 from llm_finetuning.tools.debug_grpo import HINTS, HintContext, hints
-from llm_finetuning.tools.export import config_for_adapter, export_gguf
+from llm_finetuning.tools.export import config_for_adapter
 from llm_finetuning.tools.group_stats import (
     distinct_share,
     group_figures,
@@ -151,11 +152,13 @@ def test_run_reporting_errors_prints_one_line_and_exits_2_but_keeps_bugs(capsys)
 
 
 @pytest.mark.parametrize("name", ["evaluate", "infer", "export"])
-def test_old_module_names_stay_aliases_of_the_tools(name):
+def test_each_tool_has_one_way_to_run_it_the_one_its_help_shows(name):
     import importlib
+    import importlib.util
 
-    alias, tool = importlib.import_module(f"llm_finetuning.{name}"), importlib.import_module(f"llm_finetuning.tools.{name}")
-    assert alias.main is tool.main
+    tool = importlib.import_module(f"llm_finetuning.tools.{name}")
+    assert tool.build_parser().prog == f"python -m llm_finetuning.tools.{name}"
+    assert importlib.util.find_spec(f"llm_finetuning.{name}") is None  # no second name for the same command
 
 
 def test_evaluate_takes_several_subsets_and_notes_a_merged_train_split():
@@ -185,10 +188,14 @@ class _GGUFModel:
 
 
 def test_gguf_export_reports_the_files_unsloth_wrote_not_the_directory_asked_for(tmp_path):
-    manager = SimpleNamespace(backend_name="unsloth", model=_GGUFModel(), tokenizer=None)
-    (written,) = export_gguf(manager, tmp_path / "gguf", "q4_k_m")
+    unsloth = get_backend("unsloth")
+    (written,) = unsloth.save_gguf(_GGUFModel(), None, tmp_path / "gguf", "q4_k_m")
     assert written == tmp_path / "gguf_gguf" / "model.Q4_K_M.gguf" and written.is_file()
-    empty = SimpleNamespace(backend_name="unsloth", tokenizer=None,
-                            model=SimpleNamespace(save_pretrained_gguf=lambda *a, **k: {"gguf_files": []}))
+    empty = SimpleNamespace(save_pretrained_gguf=lambda *a, **k: {"gguf_files": []})
     with pytest.raises(ModelError, match="Unsloth reported no GGUF file written"):
-        export_gguf(empty, tmp_path / "other", "q4_k_m")
+        unsloth.save_gguf(empty, None, tmp_path / "other", "q4_k_m")
+
+
+def test_gguf_export_on_the_hf_backend_names_the_way_that_works():
+    with pytest.raises(ModelError, match=r"^--gguf needs the Unsloth backend .* export --merged and convert it"):
+        get_backend("hf").save_gguf(None, None, Path("unused"), "q4_k_m")

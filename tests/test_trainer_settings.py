@@ -18,6 +18,7 @@ import torch
 from llm_finetuning.config import ConfigError, ModelConfig, PipelineConfig
 from llm_finetuning.config.training import LossType
 from llm_finetuning.errors import ModelError
+from llm_finetuning.model import get_backend
 from llm_finetuning.model.hardware import mixed_precision, optimizer, resolve_dtype
 from llm_finetuning.training.arguments import (
     CISPO_EPSILON_HIGH,
@@ -27,7 +28,6 @@ from llm_finetuning.training.arguments import (
     sft_arguments,
     trainer_settings,
 )
-from llm_finetuning.training.phase import require_unsloth_trainer
 
 
 @pytest.fixture
@@ -63,7 +63,6 @@ def test_a_null_epsilon_high_means_epsilon_for_every_loss_but_cispo(loss_type):
 def test_settings_unsloth_would_default_differently_are_always_passed():
     resolved = resolved_against_unsloth(grpo_section(loss_type="dapo"), unsloth_compiled=True)
     assert resolved["mask_truncated_completions"] is False  # Unsloth: True under an explicit dapo when unset
-    assert resolved["vllm_importance_sampling_correction"] is True  # Unsloth's default is False, TRL's True
     assert resolved["beta"] == 0.0 and resolved["scale_rewards"] == "group"
 
 
@@ -87,11 +86,11 @@ def test_cispo_with_an_epsilon_high_below_one_is_refused():
 def test_grpo_arguments_on_a_cpu_pass_every_resolved_setting(tmp_path):
     config = PipelineConfig.from_dict({"grpo_training": {"num_generations": 2, "loss_type": "cispo"},
                                        "vllm_sampling": {"top_k": -1}})  # fmt: skip
-    arguments = grpo_arguments(config, tmp_path, "hf", 64, [1.0])
+    arguments = grpo_arguments(config, tmp_path, get_backend("hf"), 64, [1.0])
     assert arguments["epsilon_high"] == CISPO_EPSILON_HIGH and arguments["top_k"] == 0  # 0 = off for generate
     assert arguments["optim"] == "adamw_torch_fused"  # what Unsloth's CPU mode would swap in
     assert {"use_vllm": False, "bf16": False, "fp16": False} == {k: arguments[k] for k in ("use_vllm", "bf16", "fp16")}
-    with_vllm = grpo_arguments(config.with_overrides(["grpo_training.use_vllm=true"]), tmp_path, "hf", 64, [1.0])
+    with_vllm = grpo_arguments(config.with_overrides(["grpo_training.use_vllm=true"]), tmp_path, get_backend("hf"), 64, [1.0])
     assert with_vllm["top_k"] == -1 and with_vllm["vllm_mode"] == "colocate"  # vLLM's (and Unsloth's) off
 
 
@@ -120,7 +119,7 @@ def test_an_8bit_optimizer_on_cuda_without_bitsandbytes_is_refused_before_anythi
     monkeypatch.setattr(importlib.util, "find_spec", lambda mod, *a: None if mod == "bitsandbytes" else real(mod, *a))
     config = PipelineConfig.from_yaml("configs/default_config.yaml")  # optim: adamw_8bit in both phases
     with pytest.raises(ConfigError) as info:
-        check_trainer_settings(config, "hf")
+        check_trainer_settings(config, get_backend("hf"))
     assert str(info.value) == (
         "sft_training.optim: adamw_8bit needs bitsandbytes, which is not installed; install the gpu extra "
         "(uv sync --extra gpu) or set sft_training.optim=adamw_torch"
@@ -161,20 +160,22 @@ def _unsloth_engine_config(*overrides: str) -> PipelineConfig:
     [
         (["grpo_training.use_vllm=false"], "grpo_training.use_vllm: false, but Unsloth's trainer always generates"),
         (["grpo_training.vllm_mode=server"], "grpo_training.vllm_mode: server, but Unsloth generates with its own"),
+        (["model.fast_inference=false", "grpo_training.vllm_mode=server"],
+         "grpo_training.vllm_mode: server, but Unsloth generates with its own"),  # never on a server, engine or not
     ],
 )
 def test_choices_unsloths_engine_would_override_are_refused_up_front(cuda, overrides, message):
     cuda()
     with pytest.raises(ConfigError, match=message):
-        check_trainer_settings(_unsloth_engine_config(*overrides), "unsloth")
-    check_trainer_settings(_unsloth_engine_config(*overrides), "hf")  # TRL's own engine takes either
+        check_trainer_settings(_unsloth_engine_config(*overrides), get_backend("unsloth"))
+    check_trainer_settings(_unsloth_engine_config(*overrides), get_backend("hf"))  # TRL's own engine takes either
 
 
 @pytest.mark.usefixtures("cpu")
 def test_use_vllm_with_unsloth_but_no_engine_is_refused():
     with pytest.raises(ConfigError, match="use_vllm: true, but with the unsloth backend GRPO generates with the engine"):
-        check_trainer_settings(_unsloth_engine_config("grpo_training.use_vllm=true"), "unsloth")
-    check_trainer_settings(_unsloth_engine_config(), "unsloth")  # the default (null) is fine
+        check_trainer_settings(_unsloth_engine_config("grpo_training.use_vllm=true"), get_backend("unsloth"))
+    check_trainer_settings(_unsloth_engine_config(), get_backend("unsloth"))  # the default (null) is fine
 
 
 class GRPOTrainer:  # stands in for TRL's class: the guard reads only the class names
@@ -187,22 +188,22 @@ class UnslothGRPOTrainer(GRPOTrainer):
 
 def test_on_cuda_the_unsloth_backend_must_get_unsloths_compiled_trainer(cuda):
     cuda()
-    require_unsloth_trainer(UnslothGRPOTrainer(), "unsloth")
-    require_unsloth_trainer(GRPOTrainer(), "hf")
+    get_backend("unsloth").check_trainer(UnslothGRPOTrainer())
+    get_backend("hf").check_trainer(GRPOTrainer())
     with pytest.raises(ModelError, match="the unsloth backend built TRL's own GRPOTrainer: Unsloth could not patch it"):
-        require_unsloth_trainer(GRPOTrainer(), "unsloth")
+        get_backend("unsloth").check_trainer(GRPOTrainer())
 
 
 @pytest.mark.usefixtures("cpu")
 def test_unsloths_cpu_mode_trains_with_trls_own_trainers_on_purpose():
-    require_unsloth_trainer(GRPOTrainer(), "unsloth")
+    get_backend("unsloth").check_trainer(GRPOTrainer())
 
 
 def test_settings_are_read_back_from_the_built_trainer_as_plain_values(tmp_path):
     from trl import GRPOConfig
 
     config = PipelineConfig.from_dict({"grpo_training": {"num_generations": 2}})
-    args = GRPOConfig(**grpo_arguments(config, tmp_path, "hf", 64, [1.0, 2.0]))
+    args = GRPOConfig(**grpo_arguments(config, tmp_path, get_backend("hf"), 64, [1.0, 2.0]))
     trainer = SimpleNamespace(args=args, epsilon_high=0.2)
     settings = trainer_settings(trainer, ("optim", "epsilon_high", "reward_weights", "loss_type", "missing"))
     assert settings == {"optim": args.optim.value, "epsilon_high": 0.2, "reward_weights": [1.0, 2.0],
@@ -211,4 +212,4 @@ def test_settings_are_read_back_from_the_built_trainer_as_plain_values(tmp_path)
 
 @pytest.mark.usefixtures("cpu")
 def test_sft_arguments_take_the_optimizer_rule(tmp_path):
-    assert sft_arguments(PipelineConfig(), tmp_path, "hf")["optim"] == "adamw_torch_fused"
+    assert sft_arguments(PipelineConfig(), tmp_path, get_backend("hf"))["optim"] == "adamw_torch_fused"

@@ -9,8 +9,9 @@ import pytest
 from transformers import TrainerControl
 
 from llm_finetuning.config import PipelineConfig
+from llm_finetuning.model import get_backend
 from llm_finetuning.run_outputs import MetricsWriter, RunState
-from llm_finetuning.training.arguments import grpo_arguments, same_named_fields, sft_arguments, vllm_wanted
+from llm_finetuning.training.arguments import grpo_arguments, same_named_fields, sft_arguments
 from llm_finetuning.training.callbacks import GracefulStop, MetricsLogging, PeriodicEvaluation
 from llm_finetuning.training.checkpoints import MARKER, CheckpointMarker, latest_complete_checkpoint
 
@@ -90,12 +91,12 @@ def test_trl_arguments_follow_the_config_on_cpu(tmp_path):
     config = PipelineConfig.from_dict({"grpo_training": {"num_generations": 2, "loss_type": "dr_grpo",
                                                          "importance_sampling_level": "sequence"},
                                        "vllm_sampling": {"top_k": -1, "min_p": 0.1}})
-    grpo = grpo_arguments(config, tmp_path, "hf", 64, [1.0, 2.0])
+    grpo = grpo_arguments(config, tmp_path, get_backend("hf"), 64, [1.0, 2.0])
     assert grpo["loss_type"] == "dr_grpo" and grpo["importance_sampling_level"] == "sequence"
     assert grpo["top_k"] == 0 and grpo["min_p"] == 0.1 and grpo["max_completion_length"] == 64
     assert grpo["reward_weights"] == [1.0, 2.0]
     assert grpo["eval_strategy"] == "no"
-    sft = sft_arguments(config, tmp_path, "hf")
+    sft = sft_arguments(config, tmp_path, get_backend("hf"))
     assert sft["completion_only_loss"] is True and sft["max_length"] == config.model.max_seq_length
 
 
@@ -104,11 +105,13 @@ def test_cpu_runs_fp32_without_checkpointing_or_vllm(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a CPU machine, also on a GPU host
     config = PipelineConfig()
-    args = sft_arguments(config, tmp_path, "hf")
+    args = sft_arguments(config, tmp_path, get_backend("hf"))
     assert args["bf16"] is False and args["fp16"] is False
     assert args["gradient_checkpointing"] is False and args["use_cpu"] is True
-    assert vllm_wanted(config, "hf") is False
-    assert vllm_wanted(config.with_overrides(["grpo_training.use_vllm=true"]), "hf") is True
+    hf = get_backend("hf")
+    assert hf.rollouts(config) == "generate"
+    assert hf.rollouts(config.with_overrides(["grpo_training.use_vllm=true"])) == "trl_colocate"
+    assert hf.rollouts(config.with_overrides(["grpo_training.use_vllm=true", "grpo_training.vllm_mode=server"])) == "trl_server"
 
 
 def test_every_same_named_config_field_reaches_trl_and_ours_stay_ours(tmp_path):
@@ -121,7 +124,7 @@ def test_every_same_named_config_field_reaches_trl_and_ours_stay_ours(tmp_path):
     assert not {"train_validation_split", "save_path", "eval_strategy", "use_vllm", "epsilon_high"} & set(grpo)
     sft = same_named_fields(config.sft_training, SFTConfig)
     assert sft["max_grad_norm"] == 0.5 and sft["lr_scheduler_type"] == "cosine"
-    assert grpo_arguments(config, tmp_path, "hf", 64, [1.0])["epsilon_high"] == 0.28
+    assert grpo_arguments(config, tmp_path, get_backend("hf"), 64, [1.0])["epsilon_high"] == 0.28
 
 
 def test_trls_engine_on_the_hf_backend_gets_its_own_memory_share_and_the_model_length(tmp_path):
@@ -131,10 +134,10 @@ def test_trls_engine_on_the_hf_backend_gets_its_own_memory_share_and_the_model_l
 
     config = PipelineConfig.from_dict({"model": {"max_seq_length": 1024}, "grpo_training": {"use_vllm": True}})
     assert config.model.gpu_memory_utilization == 0.7
-    grpo = grpo_arguments(config, tmp_path, "hf", 64, [1.0])
+    grpo = grpo_arguments(config, tmp_path, get_backend("hf"), 64, [1.0])
     assert grpo["vllm_gpu_memory_utilization"] == 0.3 == GRPOConfig.vllm_gpu_memory_utilization
     assert grpo["vllm_max_model_length"] == 1024
     tuned = config.with_overrides(["grpo_training.vllm_gpu_memory_utilization=0.45"])
-    assert grpo_arguments(tuned, tmp_path, "hf", 64, [1.0])["vllm_gpu_memory_utilization"] == 0.45
+    assert grpo_arguments(tuned, tmp_path, get_backend("hf"), 64, [1.0])["vllm_gpu_memory_utilization"] == 0.45
     # Unsloth brings its engine with the model: TRL's engine settings are not passed at all
-    assert "vllm_gpu_memory_utilization" not in grpo_arguments(config, tmp_path, "unsloth", 64, [1.0])
+    assert "vllm_gpu_memory_utilization" not in grpo_arguments(config, tmp_path, get_backend("unsloth"), 64, [1.0])

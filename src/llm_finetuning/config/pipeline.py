@@ -9,8 +9,7 @@ from typing import Any, Literal
 
 import yaml
 
-from .data import DataConfig, PromptConfig
-from .loading import (
+from ..schema import (
     ConfigError,
     apply_override,
     build_dataclass,
@@ -19,6 +18,7 @@ from .loading import (
     require,
     to_plain,
 )
+from .data import DataConfig, PromptConfig
 from .model import ModelConfig
 from .training import GRPOTrainingConfig, SFTTrainingConfig, VLLMSamplingConfig
 
@@ -119,12 +119,6 @@ class PipelineConfig:
                 f"max_prompt_length + max_completion_length = {total} exceeds model.max_seq_length = "
                 f"{self.model.max_seq_length}",
             )
-        require(
-            not (grpo.vllm_mode == "server" and self.model.backend == "unsloth"),
-            "grpo_training.vllm_mode",
-            "server: the unsloth backend generates with its own engine in the training process; "
-            "set model.backend=hf to generate with a vLLM server",
-        )
         _validate_reward_names(self.rewards)
 
     @property

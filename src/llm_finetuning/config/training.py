@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .loading import ConfigError, option, require
+from ..schema import ConfigError, option, require
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 
@@ -19,9 +19,9 @@ class SFTTrainingConfig:
     per_device_train_batch_size: int = option(1, "sequences per device per step")
     gradient_accumulation_steps: int = option(1, "micro-batches per optimiser step")
     learning_rate: float = option(2e-4, "peak learning rate")
-    warmup_steps: float = option(0.05, "warmup: a float < 1 is a share of the steps, >= 1 a step count")
+    warmup_steps: float = option(5, "warmup: a float < 1 is a share of the steps, >= 1 a step count")
     lr_scheduler_type: str = option("linear", "transformers scheduler name")
-    weight_decay: float = option(0.01, "AdamW weight decay")
+    weight_decay: float = option(0.001, "AdamW weight decay")
     optim: str = option("adamw_torch", "transformers optimiser name (adamw_8bit on GPU saves memory)")
     max_grad_norm: float = option(1.0, "gradient clipping")
     logging_steps: int = option(5, "log every N steps")
@@ -74,8 +74,10 @@ class GRPOTrainingConfig:
     vllm_enable_sleep_mode: bool = option(
         False, "offload vLLM weights while training steps run (saves memory)"
     )
-    vllm_importance_sampling_correction: bool = option(
-        True, "reweight by the trainer/vLLM probability ratio of sampled tokens (TRL's default; Unsloth's is off)"
+    vllm_importance_sampling_correction: bool | None = option(
+        None,
+        "reweight by the trainer/vLLM probability ratio of sampled tokens; null = on where the rollout engine can "
+        "report the trainer's own distribution (off with a notice where a sampling filter makes that impossible)",
     )
     vllm_server_host: str = option(
         "127.0.0.1", "vllm_mode server: address of the `trl vllm-serve` server (checked before the model loads)"

@@ -4,7 +4,8 @@ Used before SFT, after SFT (= GRPO step 0), every ``eval_steps`` during GRPO, an
 same problems so the numbers compare. Generation goes through the manager's engine (``evaluation.engine``:
 hf, vllm or Unsloth's); samples are drawn from ``seed`` in their own random stream, so an evaluation never
 moves training's random state and every stage is scored on the same draws. Scoring is
-``scoring.score_problems`` / ``scoring.figures``, the same path the ``evaluate`` tool takes. In a multi-process
+``scoring.score_problems`` / ``scoring.figures``; the ``evaluate`` tool calls the same ``Evaluator`` (``score``
+for the per-problem rows it writes). In a multi-process
 run the ranks share the generation by whole batches (``sharding.generate_sharded``) and all score the gathered
 completions: greedy figures equal one process's.
 """
@@ -43,29 +44,32 @@ class Evaluator:
 
     @classmethod
     def from_config(cls, config: PipelineConfig, problems: Any, judge: CompletionJudge,
-                    computed_budget: int | None) -> Evaluator:
-        """The run's evaluator: the first ``evaluation.num_samples`` problems, greedy plus ``sampled_k`` samples."""
+                    computed_budget: int | None, *, limit: int | None = None,
+                    sampled_k: int | None = None) -> Evaluator:  # fmt: skip
+        """The run's evaluator: the first ``limit`` problems (``evaluation.num_samples``), greedy plus ``sampled_k``
+        samples each (``evaluation.sampled_k``) at the GRPO sampling settings."""
         from ..grading import start_worker
 
         start_worker()  # the grader's symbolic worker starts now, not at the first comparison that needs it
         evaluation = config.evaluation
         budget = generation_budget(config, computed_budget)
+        limit = evaluation.num_samples if limit is None else limit
         return cls(
-            problems.select(range(min(evaluation.num_samples, len(problems)))),
+            problems.select(range(min(limit, len(problems)))),
             judge,
             SamplingSettings(greedy=True, max_new_tokens=budget),
-            SamplingSettings.from_config(config, num_samples=evaluation.sampled_k, max_new_tokens=budget,
-                                         seed=config.seed),
+            SamplingSettings.from_config(config, num_samples=sampled_k or evaluation.sampled_k,
+                                         max_new_tokens=budget, seed=config.seed),
             batch_size=evaluation.batch_size,
         )
 
     def evaluate(self, engine: Any, label: str, *, include_sampled: bool = True) -> dict[str, Any]:
         """The recorded figures of the model ``engine`` (``generation.engines``) generates with."""
         started = time.perf_counter()
-        greedy = figures(self._score(engine, self.greedy, label))
+        greedy = figures(self.score(engine, label))
         sampled_accuracy = None  # periodic GRPO evaluations draw no samples: not a copy of the greedy figure
         if include_sampled and self.sampled is not None:
-            sampled_accuracy = figures(self._score(engine, self.sampled, f"{label} (sampled)"))["answer_accuracy"]
+            sampled_accuracy = figures(self.score(engine, f"{label} (sampled)", sampled=True))["answer_accuracy"]
         result = {key: greedy.get(key) for key in RECORDED} | {"sampled_answer_accuracy": sampled_accuracy}
         logger.info(
             "eval %s: n=%d format %.3f answer %.3f sampled %s reward %.2f (%.1fs, %s engine)",
@@ -75,8 +79,13 @@ class Evaluator:
         )
         return result
 
-    def _score(self, engine: Any, sampling: SamplingSettings, label: str) -> list[dict[str, Any]]:
+    def score(self, engine: Any, label: str, *, sampled: bool = False) -> list[dict[str, Any]]:
+        """One scored row per problem (``scoring.score_problems``): greedy, or the ``sampled`` settings' samples."""
         from transformers.integrations import is_deepspeed_zero3_enabled
+
+        sampling = self.sampled if sampled else self.greedy
+        if sampling is None:
+            raise ValueError("Evaluator.score(sampled=True): this evaluator draws no samples")
 
         def generate(prompts: list[Any]) -> list[Any]:
             return engine.generate(prompts, sampling, batch_size=self.batch_size, progress=is_main_process(),

@@ -12,31 +12,28 @@ where it loads, else hf. On a CPU ``auto`` stays with hf: vLLM's first start in 
 its import included) costs more than it saves on evaluation-sized workloads, so ``vllm`` is opt-in. Asking for ``vllm`` on a model that carries
 Unsloth's engine uses that engine: never a second one on the same GPU.
 
-    >>> engine = manager.use_engine("auto")                                               # doctest: +SKIP
+    >>> engine, reason = open_engine("auto", manager, EngineOwner(config))                # doctest: +SKIP
     >>> engine.generate([conversation], SamplingSettings(greedy=True, max_new_tokens=32))  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import importlib
+import logging
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 from ..errors import ModelError
-from ..model.backends import vllm_problem
-from ..model.hardware import on_cuda
+from ..model import Backend
+from ..model.hardware import on_cuda, vllm_problem
 from .hf import generate_detailed
 from .settings import Completion, Conversation, SamplingSettings
+from .vllm import UnslothEngine, VLLMEngine
 
-__all__ = ["ENGINES", "EngineChoice", "GenerationEngine", "HFEngine", "choose_engine", "get_engine"]
+__all__ = ["ENGINES", "EngineChoice", "GenerationEngine", "HFEngine", "choose_engine", "get_engine", "open_engine"]
+
+logger = logging.getLogger(__name__)
 
 EngineChoice = Literal["auto", "hf", "vllm"]
-
-ENGINES: dict[str, str] = {
-    "hf": "llm_finetuning.generation.engines:HFEngine",
-    "vllm": "llm_finetuning.generation.vllm_engine:VLLMEngine",
-    "unsloth": "llm_finetuning.generation.vllm_engine:UnslothEngine",
-}
 
 CPU_OPT_IN = (
     "on a CPU vLLM's engine start (about 20 s with its import) costs more than it saves on evaluation-sized "
@@ -63,7 +60,7 @@ class HFEngine:
 
     name = "hf"
 
-    def __init__(self, manager: Any, model: Any = None) -> None:
+    def __init__(self, manager: Any, engines: Any = None, model: Any = None) -> None:
         self.manager, self.model = manager, model
 
     def generate(
@@ -75,16 +72,18 @@ class HFEngine:
                                  batch_size=batch_size, progress=progress, description=description)  # fmt: skip
 
 
-def get_engine(name: str, manager: Any) -> GenerationEngine:
-    """The engine registered under ``name``, bound to ``manager``."""
+ENGINES: dict[str, type] = {"hf": HFEngine, "vllm": VLLMEngine, "unsloth": UnslothEngine}
+
+
+def get_engine(name: str, manager: Any, engines: Any = None) -> GenerationEngine:
+    """The engine registered under ``name``, bound to ``manager`` (and the run's ``EngineOwner``, for vllm)."""
     if name not in ENGINES:
         raise ModelError(f"unknown generation engine {name!r}; valid: {', '.join(sorted(ENGINES))}")
-    module_name, class_name = ENGINES[name].split(":")
-    return getattr(importlib.import_module(module_name), class_name)(manager)
+    return ENGINES[name](manager, engines)
 
 
 def choose_engine(
-    choice: str, *, model: Any, backend: str, load_in_4bit: bool = False, rollouts_use_vllm: bool = False,
+    choice: str, *, backend: Backend, model: Any, model_config: Any, rollouts_use_vllm: bool = False,
     multi_process: bool = False,
 ) -> tuple[str, str]:
     """``(engine name, reason)`` for ``choice`` (auto | hf | vllm); a ModelError for a vllm that cannot run.
@@ -96,19 +95,17 @@ def choose_engine(
         raise ModelError(f"evaluation.engine: unknown engine {choice!r}; valid: auto, hf, vllm")
     if choice == "hf":
         return "hf", "hf was asked for"
-    if getattr(model, "vllm_engine", None) is not None:
+    if backend.model_engine(model) is not None:
         return "unsloth", f"{choice}: the model carries Unsloth's vLLM engine (fast_inference); generating on it"
     problem = vllm_problem()
     if multi_process:
         problem = problem or "the vllm engine runs in a single process, and this launch has several"
+    refusal = backend.vllm_refusal(model_config)
     if choice == "vllm":
         if problem:
             raise ModelError(f"engine vllm: {problem}; or generate with engine hf")
-        if load_in_4bit and backend == "hf":
-            raise ModelError(
-                "engine vllm: 4-bit weights of the hf backend cannot be pushed into a vLLM engine; "
-                "use engine hf, or the unsloth backend with fast_inference"
-            )
+        if refusal:
+            raise ModelError(f"engine vllm: {refusal}; use engine hf, or the unsloth backend with fast_inference")
         return "vllm", "vllm was asked for"
     if problem:
         return "hf", f"auto: {problem}"
@@ -116,6 +113,21 @@ def choose_engine(
         return "vllm", "auto: GRPO generates with vLLM here, so evaluation shares its engine"
     if not on_cuda():
         return "hf", f"auto: {CPU_OPT_IN}"
-    if load_in_4bit and backend == "hf":
-        return "hf", "auto: 4-bit weights of the hf backend cannot be pushed into a vLLM engine"
+    if refusal:
+        return "hf", f"auto: {refusal}"
     return "vllm", "auto: vLLM loads on this CUDA machine"
+
+
+def open_engine(choice: str, manager: Any, engines: Any, *, rollouts_use_vllm: bool = False) -> tuple[Any, str]:
+    """The generation engine ``choice`` picks for the manager's loaded model, and why (logged).
+
+    ``engines`` is the run's ``vllm_engine.EngineOwner``, which the vllm engine asks for a ready engine.
+    """
+    from ..distributed import read_launch
+
+    name, reason = choose_engine(
+        choice, backend=manager.backend, model=manager.model, model_config=manager.config.model,
+        rollouts_use_vllm=rollouts_use_vllm, multi_process=read_launch().is_distributed,
+    )  # fmt: skip
+    logger.info("generation engine: %s (%s)", name, reason)
+    return get_engine(name, manager, engines), reason

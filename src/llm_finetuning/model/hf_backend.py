@@ -3,7 +3,12 @@
 On CPU the model is fp32 and gradient checkpointing stays off (it only trades compute for GPU memory). On
 CUDA the weights are bf16 where the GPU supports it, 4-bit NF4 through bitsandbytes when ``load_in_4bit``,
 and gradient checkpointing follows ``model.gradient_checkpointing``. LoRA is peft's ``LoraConfig`` with the
-same fields the Unsloth backend uses. Loaded lazily through the registry in ``backends.py``.
+same fields the Unsloth backend uses. transformers and peft are imported when something loads, so choosing
+this backend (``backends.py``) costs nothing.
+
+GRPO generates with ``model.generate`` in the trainer, or with TRL's own vLLM engine (``grpo_training.use_vllm``;
+by default on a CUDA GPU where vLLM is installed), colocated in this process or on a ``trl vllm-serve``
+server. That engine holds a second copy of the weights, sized by ``grpo_training.vllm_gpu_memory_utilization``.
 """
 
 from __future__ import annotations
@@ -15,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
-from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
-from ..config import ModelConfig
+from ..config import ModelConfig, PipelineConfig
 from ..errors import ModelError
-from .hardware import gradient_checkpointing, resolve_dtype
+from .backend import Backend, Rollouts
+from .hardware import gradient_checkpointing, on_cuda, resolve_dtype
 
 __all__ = ["HFBackend", "load_hf_model", "load_hf_tokenizer", "load_kwargs"]
 
@@ -28,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 
 def load_hf_tokenizer(path: str | Path) -> Any:
+    from transformers import AutoTokenizer
+
     try:
         return AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError) as exc:
@@ -58,6 +64,8 @@ def load_kwargs(model_config: ModelConfig) -> dict[str, Any]:
 
 def load_hf_model(path: str | Path, model_config: ModelConfig) -> Any:
     """``AutoModelForCausalLM`` in the configured dtype, on this rank's GPU when there is one (4-bit if asked)."""
+    from transformers import AutoModelForCausalLM
+
     kwargs = load_kwargs(model_config)
     try:
         return AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
@@ -67,7 +75,9 @@ def load_hf_model(path: str | Path, model_config: ModelConfig) -> Any:
         ) from None
 
 
-def _four_bit_config(compute_dtype: torch.dtype) -> BitsAndBytesConfig:
+def _four_bit_config(compute_dtype: torch.dtype) -> Any:
+    from transformers import BitsAndBytesConfig
+
     if importlib.util.find_spec("bitsandbytes") is None:
         raise ModelError(
             "model.load_in_4bit needs bitsandbytes; install the gpu extra (uv sync --extra gpu) or set load_in_4bit: false"
@@ -80,7 +90,9 @@ def _four_bit_config(compute_dtype: torch.dtype) -> BitsAndBytesConfig:
     )
 
 
-def lora_config(model_config: ModelConfig, tied_embeddings: bool = False) -> LoraConfig:
+def lora_config(model_config: ModelConfig, tied_embeddings: bool = False) -> Any:
+    from peft import LoraConfig
+
     lora = model_config.lora
     assert lora is not None
     return LoraConfig(
@@ -96,12 +108,16 @@ def lora_config(model_config: ModelConfig, tied_embeddings: bool = False) -> Lor
     )
 
 
-class HFBackend:
-    """Load, adapt and export with transformers + peft."""
+class HFBackend(Backend):
+    """Load, adapt and export with transformers + peft; GRPO rollouts on model.generate or TRL's vLLM engine."""
 
     name = "hf"
+    engine_share_setting = "grpo_training.vllm_gpu_memory_utilization"
+    engine_holds_training_weights = False
 
     def load_trainable(self, model_config: ModelConfig, model_path: str) -> tuple[Any, Any]:
+        from peft import get_peft_model, prepare_model_for_kbit_training
+
         tokenizer = load_hf_tokenizer(model_path)
         model = load_hf_model(model_path, model_config)
         checkpointing = gradient_checkpointing(model_config)
@@ -130,6 +146,8 @@ class HFBackend:
     def load_inference(
         self, model_config: ModelConfig, base_path: str, adapter_path: Path
     ) -> tuple[Any, Any]:
+        from peft import PeftModel
+
         if not (adapter_path / "adapter_config.json").is_file():  # a full or merged model save
             return load_hf_model(adapter_path, model_config).eval(), load_hf_tokenizer(adapter_path)
         base = load_hf_model(base_path, model_config)
@@ -141,6 +159,9 @@ class HFBackend:
     ) -> None:
         # Merge into a fresh, unquantised copy of the base so the training model stays usable (and a
         # 4-bit base still exports full-precision weights). The copy lives on the CPU while merging.
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM
+
         adapter_dir = staging / "_adapter"
         model.save_pretrained(str(adapter_dir))
         dtype = _export_dtype(model_config)
@@ -149,6 +170,33 @@ class HFBackend:
         merged.save_pretrained(str(staging))
         tokenizer.save_pretrained(str(staging))
         shutil.rmtree(adapter_dir)
+
+    def rollouts(self, config: PipelineConfig) -> Rollouts:
+        """TRL's vLLM engine as configured (null: on a CUDA GPU where vLLM is installed), else model.generate."""
+        section = config.grpo_training
+        use_vllm = section.use_vllm
+        if use_vllm is None:
+            use_vllm = on_cuda() and importlib.util.find_spec("vllm") is not None
+        if not use_vllm:
+            return "generate"
+        return "trl_server" if section.vllm_mode == "server" else "trl_colocate"
+
+    def rollout_arguments(self, config: PipelineConfig) -> dict[str, Any]:
+        if self.rollouts(config) == "generate":
+            return {}
+        return {  # a second full copy of the weights beside the training model: not Unsloth's shared-weight share
+            "vllm_gpu_memory_utilization": config.grpo_training.vllm_gpu_memory_utilization,
+            "vllm_max_model_length": config.model.max_seq_length,
+        }
+
+    def vllm_refusal(self, model_config: ModelConfig) -> str | None:
+        if model_config.load_in_4bit:
+            return "4-bit weights of the hf backend cannot be pushed into a vLLM engine"
+        return None
+
+    def engine_wanted_on_cuda(self, config: PipelineConfig) -> bool:
+        use_vllm = config.grpo_training.use_vllm
+        return True if use_vllm is None else use_vllm
 
 
 def _export_dtype(model_config: ModelConfig) -> torch.dtype:

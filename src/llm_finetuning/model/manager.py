@@ -1,19 +1,19 @@
 """``ModelManager``: the one object that loads, adapts, saves, reloads and frees the model.
 
-It picks a backend (``choose_backend``: unsloth on CUDA when it imports, else transformers + peft), loads
-the base model (building the offline tiny model for ``builtin:tiny-qwen3``), adds LoRA adapters (or makes
-every weight trainable when ``model.lora`` is null or disabled), and gives the tokenizer our chat template.
-Saves are atomic (``adapters.atomic_directory``) and carry the tokenizer and ``chat_template.jinja``.
+It loads through the run's backend (``backends.choose_backend``: unsloth on CUDA when it imports, else
+transformers + peft) the base model (building the offline tiny model for ``builtin:tiny-qwen3``), adds LoRA
+adapters (or makes every weight trainable when ``model.lora`` is null or disabled), and gives the tokenizer
+our chat template. Saves are atomic (``adapters.atomic_directory``) and carry the tokenizer and
+``chat_template.jinja``.
 
-    manager = ModelManager(cfg)
+    manager = ModelManager(cfg, backend)       # the run's backend; omitted, it is chosen here
     model, tokenizer = manager.load()          # trainable
     manager.save_adapter("outputs/sft/final")
     manager.free()
     infer = ModelManager.load_for_inference(cfg, "outputs/sft/final")   # infer.model, infer.tokenizer
-    infer.use_engine("vllm").generate(prompts, sampling)               # generation.engines
 
-The manager also owns what generates with its model: the generation engine, and the vLLM engine when one
-runs (ours, TRL's colocated one it adopted for GRPO, or Unsloth's on the model); ``free`` tears them down.
+What generates with the model is not the manager's: the generation engines are in ``generation/``, and any
+vLLM engine (Unsloth's on the model included) is owned and torn down by ``vllm_engine.EngineOwner``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from typing import Any
 from ..config import PipelineConfig
 from ..errors import ModelError
 from .adapters import atomic_directory, recover_previous
-from .backends import choose_backend, get_backend
+from .backend import Backend
+from .backends import choose_backend
 from .hardware import free_memory
 from .template import apply_chat_template_to
 from .tiny import BUILTIN_MODELS, base_model_path
@@ -37,18 +38,15 @@ logger = logging.getLogger(__name__)
 
 
 class ModelManager:
-    """Owns the model and tokenizer of one run; ``backend_name``/``backend_reason`` say which library and why."""
+    """Owns the model and tokenizer of one run; ``backend`` is the library that loads them (``.name``, ``.reason``)."""
 
-    def __init__(self, config: PipelineConfig) -> None:
+    def __init__(self, config: PipelineConfig, backend: Backend | None = None) -> None:
         self.config = config
-        self.backend_name, self.backend_reason = choose_backend(config.model)
-        logger.info("model backend: %s (%s)", self.backend_name, self.backend_reason)
+        self.backend = backend or choose_backend(config.model)
+        logger.info("model backend: %s (%s)", self.backend.name, self.backend.reason)
         self.model: Any = None
         self.tokenizer: Any = None
         self.base_path: str | None = None  # Hub id or local directory the base weights came from
-        self.engine: Any = None  # generation.engines: what evaluation and the tools generate with
-        self.engine_reason: str | None = None
-        self._vllm: Any = None  # generation.vllm_engine.RunningEngine: the vLLM engine beside the model
 
     @property
     def uses_lora(self) -> bool:
@@ -57,7 +55,7 @@ class ModelManager:
     def load(self) -> tuple[Any, Any]:
         """Load the base model with LoRA (or fully trainable) and the tokenizer with our chat template."""
         self.base_path = base_model_path(self.config)
-        model, tokenizer = get_backend(self.backend_name).load_trainable(self.config.model, self.base_path)
+        model, tokenizer = self.backend.load_trainable(self.config.model, self.base_path)
         self.model, self.tokenizer = model, _prepare_tokenizer(model, tokenizer, self.config)
         trainable, total = self.parameter_counts()
         mode = "LoRA" if self.uses_lora else "full fine-tuning"
@@ -136,8 +134,7 @@ class ModelManager:
         self._require_loaded()
         with atomic_directory(path) as staging:
             if self.uses_lora:
-                backend = get_backend(self.backend_name)
-                backend.save_merged(self.model, self.tokenizer, self.config.model, self.base_path, staging)
+                self.backend.save_merged(self.model, self.tokenizer, self.config.model, self.base_path, staging)
             else:
                 self.model.save_pretrained(str(staging))
                 self.tokenizer.save_pretrained(str(staging))
@@ -145,13 +142,15 @@ class ModelManager:
         return Path(path)
 
     @classmethod
-    def load_for_inference(cls, config: PipelineConfig, adapter_path: str | Path) -> ModelManager:
+    def load_for_inference(
+        cls, config: PipelineConfig, adapter_path: str | Path, backend: Backend | None = None
+    ) -> ModelManager:
         """A manager holding base + saved adapter (or a saved full/merged model) in eval mode.
 
         Use ``.model`` and ``.tokenizer``, then ``.free()``. The tokenizer and its chat template come from
         the save; a deleted builtin base model is rebuilt from the config.
         """
-        manager = cls(config)
+        manager = cls(config, backend)
         path = Path(adapter_path)
         recover_previous(path)
         if not ((path / "adapter_config.json").is_file() or (path / "config.json").is_file()):
@@ -161,9 +160,7 @@ class ModelManager:
             )
         is_adapter = (path / "adapter_config.json").is_file()
         manager.base_path = manager._inference_base_path(path) if is_adapter else str(path)
-        model, tokenizer = get_backend(manager.backend_name).load_inference(
-            config.model, manager.base_path, path
-        )
+        model, tokenizer = manager.backend.load_inference(config.model, manager.base_path, path)
         manager.model, manager.tokenizer = (
             model.eval(),
             _prepare_tokenizer(model, tokenizer, config, keep_template=True),
@@ -180,62 +177,18 @@ class ModelManager:
             return recorded
         return base_model_path(self.config)  # the builtin base was deleted: rebuild it
 
-    def use_engine(self, choice: str = "auto", *, rollouts_use_vllm: bool = False) -> Any:
-        """Pick the generation engine for ``choice`` (auto | hf | vllm; see ``generation.engines``) and keep it."""
-        from ..distributed import read_launch
-        from ..generation.engines import choose_engine, get_engine
-
-        self._require_loaded()
-        name, self.engine_reason = choose_engine(
-            choice, model=self.model, backend=self.backend_name, load_in_4bit=self.config.model.load_in_4bit,
-            rollouts_use_vllm=rollouts_use_vllm, multi_process=read_launch().is_distributed,
-        )  # fmt: skip
-        self.engine = get_engine(name, self)
-        logger.info("generation engine: %s (%s)", name, self.engine_reason)
-        return self.engine
-
-    def vllm_engine(self) -> Any:
-        """The vLLM engine on the base model beside this model, started on first use."""
-        if self._vllm is None:
-            from ..generation.vllm_engine import build_engine
-
-            self._require_loaded()
-            self._vllm = build_engine(self.config, str(self.base_path))
-        return self._vllm
-
-    def adopt_vllm(self, running: Any) -> None:
-        """Make ``running`` (a ``RunningEngine`` another library started, e.g. TRL's) the manager's engine."""
-        self.close_vllm()
-        self._vllm = running
-
-    def close_vllm(self) -> None:
-        """Tear down the manager's vLLM engine, if one runs (the generation engine builds another when asked)."""
-        running, self._vllm = self._vllm, None
-        if running is not None:
-            running.shutdown()
-
     def free(self) -> None:
-        """Drop the model, tokenizer and every vLLM engine, collect garbage and empty the CUDA cache.
+        """Drop the model and tokenizer, collect garbage and empty the CUDA cache.
 
-        Callers must drop their own references (trainers, local variables) for the memory to come back.
+        Callers must drop their own references (trainers, local variables) for the memory to come back; a vLLM
+        engine beside the model is the ``vllm_engine.EngineOwner``'s to shut down.
         """
-        self.close_vllm()
-        unsloth_engine = getattr(self.model, "vllm_engine", None)  # Unsloth's fast_inference engine
-        self.model = self.tokenizer = self.engine = None
-        if unsloth_engine is not None:
-            _delete_unsloth_engine(unsloth_engine)
+        self.model = self.tokenizer = None
         free_memory()
 
     def _require_loaded(self) -> None:
         if self.model is None or self.tokenizer is None:
             raise RuntimeError("ModelManager: call load() (or load_for_inference) first")
-
-
-def _delete_unsloth_engine(engine: Any) -> None:
-    """Unsloth's own teardown of its engine (process groups, executor, its flashinfer bookkeeping)."""
-    from unsloth_zoo.vllm_utils import delete_vllm
-
-    delete_vllm(engine)
 
 
 def _prepare_tokenizer(

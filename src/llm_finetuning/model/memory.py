@@ -20,6 +20,8 @@ from pathlib import Path
 
 from ..config import ConfigError, PipelineConfig
 from ..errors import ModelError
+from .backend import Backend
+from .backends import backend_on_cuda
 from .tiny import TINY_MODEL_NAME
 
 __all__ = ["KNOWN_SHAPES", "MemoryEstimate", "ModelShape", "PhaseEstimate", "estimate_memory", "model_shape",
@@ -158,27 +160,46 @@ class MemoryEstimate:
         return out
 
 
-def estimate_memory(config: PipelineConfig, gpu_bytes: int, backend: str | None = None) -> MemoryEstimate:
+def estimate_memory(config: PipelineConfig, gpu_bytes: int, backend: Backend | None = None) -> MemoryEstimate:
     """Memory per phase on a GPU of ``gpu_bytes``, and the first ``--set`` that makes it fit (when it does not)."""
-    backend = backend or _backend_on_cuda(config)
+    backend = backend or backend_on_cuda(config)
     phases, shortfall = _phases(config, gpu_bytes, backend)
-    estimate = MemoryEstimate(gpu_bytes, backend, phases, shortfall, None)
+    estimate = MemoryEstimate(gpu_bytes, backend.name, phases, shortfall, None)
     if estimate.fits:
         return estimate
-    return MemoryEstimate(gpu_bytes, backend, phases, shortfall, _first_change(config, gpu_bytes, backend))
+    return MemoryEstimate(gpu_bytes, backend.name, phases, shortfall, _first_change(config, gpu_bytes, backend))
 
 
-def _backend_on_cuda(config: PipelineConfig) -> str:
-    if config.model.backend != "auto":
-        return config.model.backend
-    return "hf" if config.model.model_name == TINY_MODEL_NAME else "unsloth"  # choose_backend's rule on CUDA
+# An engine of the run's own (evaluation only) is sized like TRL's: a second copy of the weights.
+OWN_ENGINE_SETTING = "grpo_training.vllm_gpu_memory_utilization"
 
 
-def _phases(config: PipelineConfig, gpu_bytes: int, backend: str) -> tuple[tuple[PhaseEstimate, ...], int]:
+@dataclass(frozen=True)
+class _Engine:
+    """A vLLM engine beside training on a CUDA GPU."""
+
+    setting: str  # the config field that sizes it, as a share of the GPU
+    holds_training_weights: bool  # it shares the trained weights (Unsloth's), rather than holding a copy
+
+
+def _engine(config: PipelineConfig, backend: Backend) -> _Engine | None:
+    """GRPO's rollout engine when there is one; else the engine of ours that GRPO's periodic evaluations keep
+    (the run shuts an evaluation engine down after each evaluation outside GRPO, so SFT never holds one)."""
+    if backend.engine_wanted_on_cuda(config):
+        return _Engine(backend.engine_share_setting, backend.engine_holds_training_weights)
+    evaluation, grpo = config.evaluation, config.grpo_training
+    evaluates_on_vllm = evaluation.engine != "hf" and backend.vllm_refusal(config.model) is None  # auto: vLLM on CUDA
+    if evaluation.enabled and grpo.eval_strategy == "steps" and evaluates_on_vllm:
+        return _Engine(OWN_ENGINE_SETTING, holds_training_weights=False)
+    return None
+
+
+def _phases(config: PipelineConfig, gpu_bytes: int, backend: Backend) -> tuple[tuple[PhaseEstimate, ...], int]:
     shape, model = model_shape(config), config.model
     dtype_bytes = 4 if model.dtype == "float32" else 2  # auto = bf16/fp16 on CUDA
     weights = (shape.linear_parameters * 0.52 + (shape.parameters - shape.linear_parameters) * 2
                if model.load_in_4bit else shape.parameters * dtype_bytes)  # NF4 + double-quantised scales  # fmt: skip
+    beside = _engine(config, backend)
     engine = _engine_share(config, backend, gpu_bytes)
     generation_batch = config.grpo_training.per_device_train_batch_size * config.grpo_training.gradient_accumulation_steps
     kv_batch = generation_batch * model.max_seq_length * shape.kv_bytes_per_token(dtype_bytes)
@@ -198,29 +219,21 @@ def _phases(config: PipelineConfig, gpu_bytes: int, backend: str) -> tuple[tuple
             parts["reference model"] = int(weights)
         if phase == "grpo" and not engine:
             parts["kv cache"] = kv_batch  # model.generate's cache for one generation batch
-        if engine and backend == "unsloth":
+        if beside and beside.holds_training_weights:
             parts["vllm engine"], parts["weights"] = engine, 0  # Unsloth's engine holds the weights training uses
-        elif engine and phase == "grpo":
-            parts["vllm engine"] = engine  # TRL's colocated engine loads a second copy of the weights
+        elif beside and phase == "grpo":
+            parts["vllm engine"] = engine  # TRL's colocated engine, or ours, loads a second copy of the weights
         phases.append(PhaseEstimate(phase, parts))
     return tuple(phases), shortfall
 
 
-def _engine_share(config: PipelineConfig, backend: str, gpu_bytes: int) -> int:
-    """Bytes reserved by a vLLM engine: its share of the GPU (``_engine_setting``), when one runs (assumed installed)."""
-    wanted = config.grpo_training.use_vllm
-    if backend == "unsloth":
-        wanted = config.model.fast_inference if wanted is None else wanted and config.model.fast_inference
-    elif wanted is None:
-        wanted = True  # TRL's engine whenever vLLM is installed on CUDA
-    key = _engine_setting(backend)
-    section, field = key.split(".")
-    return int(getattr(getattr(config, section), field) * gpu_bytes) if wanted else 0
-
-
-def _engine_setting(backend: str) -> str:
-    """The engine's share: Unsloth's engine shares the training weights; the hf backend's holds a second copy."""
-    return "model.gpu_memory_utilization" if backend == "unsloth" else "grpo_training.vllm_gpu_memory_utilization"
+def _engine_share(config: PipelineConfig, backend: Backend, gpu_bytes: int) -> int:
+    """Bytes reserved by the vLLM engine beside training (``_engine``), 0 when there is none."""
+    beside = _engine(config, backend)
+    if beside is None:
+        return 0
+    section, field = beside.setting.split(".")
+    return int(getattr(getattr(config, section), field) * gpu_bytes)
 
 
 def _training_state(config: PipelineConfig, shape: ModelShape, optim: str, dtype_bytes: int) -> dict[str, int]:
@@ -242,7 +255,7 @@ def _activations(config: PipelineConfig, shape: ModelShape, tokens: int, dtype_b
     return shape.num_layers * per_layer
 
 
-def _first_change(config: PipelineConfig, gpu_bytes: int, backend: str) -> str | None:
+def _first_change(config: PipelineConfig, gpu_bytes: int, backend: Backend) -> str | None:
     """The first candidate, in order of least harm to the result, whose estimate fits; else the biggest saver."""
     best, best_total = None, None
     for overrides in _candidates(config, gpu_bytes, backend):
@@ -259,7 +272,7 @@ def _first_change(config: PipelineConfig, gpu_bytes: int, backend: str) -> str |
     return None if best is None else " ".join(f"--set {o}" for o in best) + " (not enough alone)"
 
 
-def _candidates(config: PipelineConfig, gpu_bytes: int, backend: str) -> list[tuple[str, ...]]:
+def _candidates(config: PipelineConfig, gpu_bytes: int, backend: Backend) -> list[tuple[str, ...]]:
     model, out = config.model, []
     if not model.gradient_checkpointing:
         out.append(("model.gradient_checkpointing=true",))
@@ -267,9 +280,10 @@ def _candidates(config: PipelineConfig, gpu_bytes: int, backend: str) -> list[tu
         if "8bit" not in getattr(config, section).optim:
             out.append((f"{section}.optim=adamw_8bit",))
     if current := _engine_share(config, backend, gpu_bytes):
+        setting = _engine(config, backend).setting
         for share in (x / 20 for x in range(19, 3, -1)):  # 0.95 .. 0.20: the engine's share that fits, if any
             if int(share * gpu_bytes) != current:
-                out.append((f"{_engine_setting(backend)}={share:.2f}",))
+                out.append((f"{setting}={share:.2f}",))
     for section in ("sft_training", "grpo_training"):
         batch, steps = getattr(config, section).per_device_train_batch_size, getattr(config, section).gradient_accumulation_steps
         if batch > 1:

@@ -1,22 +1,28 @@
-"""The Unsloth backend: ``FastLanguageModel`` for loading, LoRA, a colocated vLLM engine and merged export.
+"""The Unsloth backend: ``FastLanguageModel`` for loading, LoRA, a vLLM engine built with the model, and exports.
 
 Import order matters: unsloth patches transformers, trl and peft when it is imported, so it must come
-first. ``import_unsloth()`` is the one place that imports it; the pipeline calls it (through
-``choose_backend``) before anything imports trl or transformers.
+first. ``import_unsloth()`` is the one place that imports it; the run calls it (``UnslothBackend.prepare``)
+before anything imports trl or transformers.
+
+With ``model.fast_inference`` on a CUDA GPU, ``FastLanguageModel.from_pretrained`` also starts a vLLM engine
+that shares the model's weights; Unsloth's compiled GRPO trainer then generates every rollout on it, so the
+config must not ask for anything else (``check_config``). Unsloth refuses that engine with full fine-tuning and
+with LoRA ``modules_to_save``, and there is none without CUDA: ``fast_inference`` is then turned off with a
+notice (``fast_inference``).
 
 Without CUDA, unsloth 2026.10.9+ runs in its CPU mode: ``FastLanguageModel`` is then a thin layer over
 transformers + peft, TRL's configs get CPU defaults (fused AdamW, no packing) and ``trl.SFTTrainer`` is
-replaced by a subclass. There is no vLLM engine, so ``fast_inference`` is turned off with a notice. CI runs
-this backend that way (``pytest -m unsloth``). The CUDA path (fused kernels, the vLLM engine, 4-bit) has
-not been executed; its keywords are checked against the locked wheels by tests/test_gpu_contracts.py.
+replaced by a subclass. CI runs this backend that way (``pytest -m unsloth``). The CUDA path (fused kernels,
+the vLLM engine, 4-bit) has not been executed; its keywords are checked against the locked wheels by
+tests/test_gpu_contracts.py.
 
 This module imports nothing heavy at import time, so it is safe to import on any machine.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
-import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -24,10 +30,10 @@ from typing import Any
 
 import torch
 
-from ..config import ModelConfig, PipelineConfig
+from ..config import ConfigError, ModelConfig, PipelineConfig
 from ..errors import ModelError
-from .backends import vllm_problem
-from .hardware import on_cuda, resolve_dtype, unsloth_engine_problem
+from .backend import Backend, Rollouts
+from .hardware import on_cuda, resolve_dtype, vllm_problem
 
 __all__ = ["UnslothBackend", "import_unsloth"]
 
@@ -50,28 +56,57 @@ def import_unsloth() -> ModuleType:
     return unsloth
 
 
-def request_vllm_standby(config: PipelineConfig) -> None:
-    """Ask Unsloth's engine for sleep mode when GRPO's ``vllm_enable_sleep_mode`` is on.
-
-    Unsloth reads ``UNSLOTH_VLLM_STANDBY`` once, when it is imported, and its trainer then takes TRL's
-    ``vllm_enable_sleep_mode`` from the engine: set here, the engine and the trainer agree with the config.
-    """
-    wanted = config.grpo_training.vllm_enable_sleep_mode and config.model.fast_inference and on_cuda()
-    if wanted and "unsloth" in sys.modules and os.environ.get("UNSLOTH_VLLM_STANDBY", "0") == "0":
-        logger.warning("grpo_training.vllm_enable_sleep_mode: unsloth was imported before the run could ask "
-                       "for its engine's sleep mode; set UNSLOTH_VLLM_STANDBY=1 before importing it")
-    elif wanted:
-        os.environ.setdefault("UNSLOTH_VLLM_STANDBY", "1")
-
-
-class UnslothBackend:
-    """Load, adapt and export through Unsloth's ``FastLanguageModel``."""
+class UnslothBackend(Backend):
+    """Load, adapt and export through Unsloth's ``FastLanguageModel``; GRPO rollouts on the model's engine."""
 
     name = "unsloth"
+    several_processes = False  # Unsloth trains in one process
+    engine_share_setting = "model.gpu_memory_utilization"
+    engine_holds_training_weights = True
+
+    @classmethod
+    def asked_for(cls) -> str:
+        if on_cuda():
+            return "model.backend: unsloth was asked for and CUDA is available"
+        return "model.backend: unsloth was asked for; no CUDA GPU, so Unsloth runs in its CPU mode"
+
+    @classmethod
+    def import_problem(cls) -> str | None:
+        if importlib.util.find_spec("unsloth") is None:
+            return "not installed"
+        try:
+            import_unsloth()
+        except Exception as exc:  # noqa: BLE001 - a broken unsloth install raises anything; each means "use hf"
+            return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+        return None
+
+    def prepare(self) -> None:
+        import_unsloth()
+
+    def check_config(self, config: PipelineConfig) -> None:
+        super().check_config(config)
+        section, engine = config.grpo_training, self.fast_inference(config.model)
+        if section.vllm_mode == "server":
+            raise ConfigError(
+                "grpo_training.vllm_mode: server, but Unsloth generates with its own engine in the training process "
+                "(or with model.generate); set model.backend=hf to generate with a vLLM server, or vllm_mode: colocate"
+            )
+        if section.use_vllm and not engine:
+            raise ConfigError(
+                "grpo_training.use_vllm: true, but with the unsloth backend GRPO generates with the engine "
+                "model.fast_inference starts, and none starts here; set model.fast_inference: true on a CUDA GPU, "
+                "or use_vllm: null"
+            )
+        if section.use_vllm is False and engine:
+            raise ConfigError(
+                "grpo_training.use_vllm: false, but Unsloth's trainer always generates with the vLLM engine "
+                "model.fast_inference starts; set model.fast_inference: false to generate with model.generate"
+            )
+
+    # Loading and saving
 
     def load_trainable(self, model_config: ModelConfig, model_path: str) -> tuple[Any, Any]:
         fast = import_unsloth().FastLanguageModel
-        fast_inference = _engine_wanted(model_config)
         checkpointing = "unsloth" if model_config.gradient_checkpointing else False
         lora = model_config.lora if model_config.uses_lora else None
         model, tokenizer = fast.from_pretrained(
@@ -80,7 +115,7 @@ class UnslothBackend:
             dtype=_unsloth_dtype(model_config),
             load_in_4bit=model_config.load_in_4bit,
             full_finetuning=lora is None,
-            fast_inference=fast_inference,
+            fast_inference=self._engine_at_load(model_config),
             gpu_memory_utilization=model_config.gpu_memory_utilization,
             max_lora_rank=lora.rank if lora else 64,
             use_gradient_checkpointing=checkpointing,
@@ -114,7 +149,7 @@ class UnslothBackend:
             max_seq_length=model_config.max_seq_length,
             dtype=_unsloth_dtype(model_config),
             load_in_4bit=model_config.load_in_4bit,
-            fast_inference=_engine_wanted(model_config),  # on only for a tool that generates on the engine
+            fast_inference=self._engine_at_load(model_config),  # on only for a tool that generates on the engine
             gpu_memory_utilization=model_config.gpu_memory_utilization,
             max_lora_rank=model_config.lora.rank if model_config.uses_lora else 64,
         )
@@ -127,20 +162,82 @@ class UnslothBackend:
         # Unsloth dequantises a 4-bit base before merging, so the export is 16-bit either way.
         model.save_pretrained_merged(str(staging), tokenizer, save_method="merged_16bit")
 
+    def save_gguf(self, model: Any, tokenizer: Any, output: Path, quantization: str) -> list[Path]:
+        """Unsloth writes the merged 16-bit model into ``output`` and the GGUF files beside it, into
+        ``<output>_gguf`` (``unsloth/save.py``), and returns where in ``gguf_files``."""
+        output.mkdir(parents=True, exist_ok=True)
+        written = model.save_pretrained_gguf(str(output), tokenizer, quantization_method=quantization)
+        files = [Path(name) for name in (written or {}).get("gguf_files") or []]
+        if not files:
+            raise ModelError(f"--gguf {output}: Unsloth reported no GGUF file written; see its output above")
+        return files
 
-def _engine_wanted(model_config: ModelConfig) -> bool:
-    """``model.fast_inference`` where a vLLM engine can start; a one-line notice or error where it cannot."""
-    if not model_config.fast_inference:
-        return False
-    refused = unsloth_engine_problem(model_config)
-    if refused:
-        context = "" if on_cuda() else f" ({vllm_problem()})"  # without CUDA, also say what vLLM lacks
-        logger.warning("model.fast_inference: off, %s%s; GRPO generates with model.generate", refused, context)
-        return False
-    problem = vllm_problem()
-    if problem:
-        raise ModelError(f"model.fast_inference: {problem}, or set fast_inference: false")
-    return True
+    # Training
+
+    def trainer_checkpointing(self, model_config: ModelConfig) -> bool:
+        return False  # Unsloth applies its own activation checkpointing when it builds the LoRA model
+
+    def check_trainer(self, trainer: Any) -> None:
+        """On CUDA the model must train with Unsloth's compiled trainer, which Unsloth silently replaces by TRL's
+        own when its patching fails (its warning scrolls by; the run would be slow and differently set)."""
+        if not on_cuda():
+            return  # without CUDA, Unsloth's CPU mode trains with TRL's trainers on purpose
+        if not any(cls.__name__.startswith("Unsloth") for cls in type(trainer).__mro__):
+            raise ModelError(
+                f"the unsloth backend built TRL's own {type(trainer).__name__}: Unsloth could not patch it (see its "
+                "warning above); reinstall the gpu extra (uv sync --extra gpu --reinstall) or set model.backend: hf"
+            )
+
+    def rollouts(self, config: PipelineConfig) -> Rollouts:
+        """Unsloth's trainer generates on the model's engine whenever the model has one."""
+        return "model_engine" if self.fast_inference(config.model) else "generate"
+
+    # Generation and memory
+
+    def model_engine(self, model: Any) -> Any:
+        return getattr(model, "vllm_engine", None)
+
+    def engine_wanted_on_cuda(self, config: PipelineConfig) -> bool:
+        use_vllm = config.grpo_training.use_vllm
+        return config.model.fast_inference and use_vllm is not False
+
+    # The engine Unsloth builds with the model
+
+    @staticmethod
+    def engine_problem(model_config: ModelConfig) -> str | None:
+        """Why Unsloth cannot start its vLLM engine for this config (None when it can, or when none is asked for).
+
+        Unsloth refuses ``fast_inference`` with full fine-tuning (``models/vision.py``) and with LoRA
+        ``modules_to_save`` (``models/llama.py`` get_peft_model), and without CUDA it has no engine at all.
+        """
+        if not model_config.fast_inference:
+            return None
+        if not on_cuda():
+            return "no CUDA GPU"
+        if not model_config.uses_lora:
+            return "Unsloth's vLLM engine does not support full fine-tuning (model.lora is null)"
+        if model_config.lora is not None and model_config.lora.modules_to_save:
+            return "Unsloth's vLLM engine does not support model.lora.modules_to_save"
+        return None
+
+    @classmethod
+    def fast_inference(cls, model_config: ModelConfig) -> bool:
+        """Whether the model gets Unsloth's vLLM engine: as configured, where the engine can start."""
+        return model_config.fast_inference and cls.engine_problem(model_config) is None
+
+    def _engine_at_load(self, model_config: ModelConfig) -> bool:
+        """``fast_inference`` for ``from_pretrained``, with a one-line notice or error where it cannot be had."""
+        if not model_config.fast_inference:
+            return False
+        refused = self.engine_problem(model_config)
+        if refused:
+            context = "" if on_cuda() else f" ({vllm_problem()})"  # without CUDA, also say what vLLM lacks
+            logger.warning("model.fast_inference: off, %s%s; GRPO generates with model.generate", refused, context)
+            return False
+        problem = vllm_problem()
+        if problem:
+            raise ModelError(f"model.fast_inference: {problem}, or set fast_inference: false")
+        return True
 
 
 def _unsloth_dtype(model_config: ModelConfig) -> torch.dtype | None:

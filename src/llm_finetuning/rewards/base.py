@@ -12,7 +12,7 @@ the contract GRPO relies on:
 * ``__name__`` is the registered name, so TRL logs ``rewards/<name>/mean``;
 * instances are plain picklable objects (no closures), safe to share between threads.
 
-Parameter types are checked by the config loader's own checker (``config.loading.convert``), so a
+Parameter types are checked by the config loader's own checker (``schema.convert``), so a
 reward parameter and a config field accept and refuse the same values, with the same messages.
 """
 
@@ -24,7 +24,7 @@ import math
 import typing
 from typing import Any, ClassVar
 
-from ..config.loading import ConfigError, closest, convert
+from ..schema import ConfigError, closest, convert
 from .text import completion_text
 
 logger = logging.getLogger(__name__)

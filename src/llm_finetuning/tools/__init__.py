@@ -9,6 +9,6 @@ group_stats.py the pure figures debug_grpo reports
 check.py       what this machine can run: packages, CUDA, the backend auto picks, disk, Hub
 common.py      what the tools share: config flags, the run's trained weights, model loading
 
-Run them as ``python -m llm_finetuning.tools.<name>`` (``evaluate``, ``infer`` and ``export`` also as
-``python -m llm_finetuning.<name>``; ``debug_grpo.py`` and ``check.py`` at the repository root).
+Run ``evaluate``, ``infer`` and ``export`` as ``python -m llm_finetuning.tools.<name>``, and ``debug_grpo.py``
+and ``check.py`` at the repository root.
 """

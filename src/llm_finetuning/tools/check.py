@@ -57,13 +57,13 @@ def backend_rows(config_path: str, missing: list[str], gpu_memory: str | None = 
     if not missing:
         from ..model import choose_backend
 
-        for label, model in (("backend (auto)", dataclasses.replace(config.model, backend="auto")),
-                             ("backend (config)", config.model)):  # fmt: skip
-            if label == "backend (config)" and config.model.backend == "auto":
-                continue
+        choices = [("backend (auto)", dataclasses.replace(config.model, backend="auto"))]
+        if config.model.backend != "auto":  # what the config names, beside what auto would pick
+            choices.append(("backend (config)", config.model))
+        for label, model in choices:
             try:
-                name, reason = choose_backend(model)
-                result.append((label, f"{name}: {reason}"))
+                backend = choose_backend(model)
+                result.append((label, f"{backend.name}: {backend.reason}"))
             except PipelineError as exc:  # e.g. load_in_4bit on a machine without CUDA
                 result.append((label, f"cannot run this config here: {exc}"))
     result.extend(memory_rows(config, gpu_memory))

@@ -10,13 +10,33 @@ sees the model exactly as training and evaluation do. Tools that generate take `
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..config import PipelineConfig
 from ..errors import ModelError
 
-__all__ = ["add_engine_argument", "config_from", "default_adapter", "load_model"]
+__all__ = ["LoadedModel", "add_engine_argument", "config_from", "default_adapter", "load_model"]
+
+
+@dataclass
+class LoadedModel:
+    """A tool's model in eval mode, what it generates with (None for a tool that does not generate), and the
+    owner of any vLLM engine; ``free`` ends the engine, then drops the model."""
+
+    manager: Any  # ModelManager
+    engines: Any  # vllm_engine.EngineOwner
+    engine: Any = None  # generation.engines, when the tool generates
+    engine_reason: str | None = None
+
+    @property
+    def config(self) -> PipelineConfig:
+        return self.manager.config
+
+    def free(self) -> None:
+        self.engines.shutdown()
+        self.manager.free()
 
 
 def add_engine_argument(parser: argparse.ArgumentParser) -> None:
@@ -48,22 +68,29 @@ def default_adapter(config: PipelineConfig, prefer_grpo: bool = True) -> Path:
     )
 
 
-def load_model(config: PipelineConfig, adapter: str | Path | None, *, generates: bool = False) -> Any:
-    """A ``ModelManager`` in eval mode: base + ``adapter`` (a LoRA or full save), or the base model alone.
+def load_model(config: PipelineConfig, adapter: str | Path | None, *, generates: bool = False) -> LoadedModel:
+    """The model in eval mode: base + ``adapter`` (a LoRA or full save), or the base model alone.
 
-    ``generates``: the tool generates, through ``manager.engine`` (``evaluation.engine``). Unsloth's vLLM engine
+    ``generates``: the tool generates, through ``.engine`` (``evaluation.engine``). Unsloth's vLLM engine
     (``model.fast_inference``) is loaded only for a tool that generates on it.
     """
-    from ..model import ModelManager
+    from ..generation import open_engine
+    from ..model import ModelManager, choose_backend
+    from ..vllm_engine import EngineOwner
 
     engine_wanted = generates and config.evaluation.engine != "hf" and config.model.fast_inference
     config = config.with_overrides([f"model.fast_inference={str(engine_wanted).lower()}"])
+    backend = choose_backend(config.model)
+    backend.prepare()
     if adapter is not None:
-        manager = ModelManager.load_for_inference(config, adapter)
+        manager = ModelManager.load_for_inference(config, adapter, backend)
     else:
-        manager = ModelManager(config)
+        manager = ModelManager(config, backend)
         manager.load()  # a fresh LoRA adapter is a no-op, so this is the base model's behaviour
         manager.model.eval()
+    loaded = LoadedModel(manager, EngineOwner(config))
+    if (carried := backend.model_engine(manager.model)) is not None:
+        loaded.engines.adopt(carried, "unsloth")
     if generates:
-        manager.use_engine(config.evaluation.engine)
-    return manager
+        loaded.engine, loaded.engine_reason = open_engine(config.evaluation.engine, manager, loaded.engines)
+    return loaded

@@ -148,20 +148,18 @@ def diagnose(
     from ..generation import SamplingSettings, generation_budget, render_prompts
     from ..rewards import build_rewards
 
-    manager = common.load_model(config, adapter, generates=True)
-    engine = manager.engine.name
+    loaded = common.load_model(config, adapter, generates=True)
+    engine, tokenizer = loaded.engine.name, loaded.manager.tokenizer
     try:
-        conversations, golds, computed = load_problems(config, manager.tokenizer, num, prompts, answers)
+        conversations, golds, computed = load_problems(config, tokenizer, num, prompts, answers)
         k = config.grpo_training.num_generations
         budget = generation_budget(config, computed)
         sampling = SamplingSettings.from_config(config, num_samples=k, max_new_tokens=budget, seed=config.seed)
-        groups = manager.engine.generate(conversations, sampling, batch_size=config.evaluation.batch_size,
-                                         progress=True, description="sampling groups")  # fmt: skip
-        prefilled = render_prompts(manager.tokenizer, conversations[:1])[0].endswith(
-            config.prompt.reasoning_start
-        )
+        groups = loaded.engine.generate(conversations, sampling, batch_size=config.evaluation.batch_size,
+                                        progress=True, description="sampling groups")  # fmt: skip
+        prefilled = render_prompts(tokenizer, conversations[:1])[0].endswith(config.prompt.reasoning_start)
     finally:
-        manager.free()
+        loaded.free()
     judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
     tags = _tags(config, prefilled)
     per_prompt = [

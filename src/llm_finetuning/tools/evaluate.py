@@ -1,14 +1,14 @@
 """Score a model on a benchmark: accuracy, format accuracy, pass@k, length, and breakdowns by subject and level.
 
 Without ``--data`` it scores the run's own held-out problems (the GRPO validation rows the pipeline's
-evaluations use, never the rows GRPO trained on). With ``--data`` any dataset the data layer reads works (a Hub name such as ``HuggingFaceH4/MATH-500`` or ``openai/gsm8k``,
-or a local .jsonl/.json/.parquet/.csv file); its schema is detected as in training. Every problem is
-answered ``--k`` times (greedy when k = 1, else sampled with the config's GRPO sampling settings) through
-the one generation function, and judged by the scoring path of the pipeline's evaluations (``evaluation/``):
-the same grader, rewards and metric names.
+evaluations use, never the rows GRPO trained on). With ``--data`` any dataset the data layer reads works (a Hub
+name such as ``HuggingFaceH4/MATH-500`` or ``openai/gsm8k``, or a local .jsonl/.json/.parquet/.csv file); its
+schema is detected as in training. Every problem is answered ``--k`` times (greedy when k = 1, else sampled
+with the config's GRPO sampling settings) by the pipeline's own ``Evaluator``: the same generation, grader,
+rewards and metric names as the evaluations of a run.
 
-    uv run python -m llm_finetuning.evaluate --config configs/tiny.yaml --adapter outputs/tiny/grpo_saved_lora
-    uv run python -m llm_finetuning.evaluate --adapter outputs/grpo_saved_lora \\
+    uv run python -m llm_finetuning.tools.evaluate --config configs/tiny.yaml --adapter outputs/tiny/grpo_saved_lora
+    uv run python -m llm_finetuning.tools.evaluate --adapter outputs/grpo_saved_lora \\
         --data HuggingFaceH4/MATH-500 --split test --k 4 --max-samples 200
 
 Writes ``results.jsonl`` (one row per problem: prompt, completions, extracted answers, gold, correct, each
@@ -110,9 +110,10 @@ def evaluate(
     ``spec`` None scores the run's held-out problems (as the pipeline's evaluations do), else the benchmark.
     """
     from ..data.loader import dataset_note
+    from ..evaluation.evaluator import Evaluator
     from ..evaluation.judge import CompletionJudge
-    from ..evaluation.scoring import breakdowns, figures, score_problems
-    from ..generation import SamplingSettings, generation_budget
+    from ..evaluation.scoring import breakdowns, figures
+    from ..generation import generation_budget
     from ..rewards import build_rewards
 
     if k < 1:
@@ -120,30 +121,26 @@ def evaluate(
     output = Path(output_dir or Path("eval_runs") / time.strftime("%Y%m%d-%H%M%S"))
     started = time.perf_counter()
     raw = load_raw(config, spec) if spec is not None else None
-    funcs, weights = build_rewards(config.rewards, config.prompt)
+    judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
     budget = generation_budget(config)
-    sampling = (SamplingSettings(greedy=True, max_new_tokens=budget) if k == 1
-                else SamplingSettings.from_config(config, num_samples=k, max_new_tokens=budget, seed=config.seed))
-    manager = common.load_model(config, adapter, generates=True)
-    engine = manager.engine.name
+    loaded = common.load_model(config, adapter, generates=True)
     try:
         if spec is None:
-            rows, stats = load_held_out(config, manager.tokenizer, max_samples)
+            rows, stats = load_held_out(config, loaded.manager.tokenizer, max_samples)
         else:
-            rows, stats = load_problems(config, manager.tokenizer, raw, spec, budget)
+            rows, stats = load_problems(config, loaded.manager.tokenizer, raw, spec, budget)
         name = spec.name if spec is not None else config.data.grpo.name
-        groups = manager.engine.generate(list(rows["prompt"]), sampling, batch_size=config.evaluation.batch_size,
-                                         progress=True, description=f"evaluate {name}")  # fmt: skip
+        evaluator = Evaluator.from_config(config, rows, judge, None, limit=len(rows), sampled_k=k)
+        results = evaluator.score(loaded.engine, name, sampled=k > 1)
     finally:
-        manager.free()
-    results = score_problems(CompletionJudge(config.prompt, funcs, weights), rows, groups)
+        loaded.free()
     metrics = {
         **figures(results),
         "breakdowns": breakdowns(results),
         "data": {"name": name, "split": HELD_OUT if spec is None else spec.split, "counts": stats,
                  "note": dataset_note(name)},
         "adapter": str(adapter) if adapter else None,
-        "engine": engine,
+        "engine": loaded.engine.name,
         "max_new_tokens": budget,
         "seconds": round(time.perf_counter() - started, 2),
     }
@@ -179,7 +176,7 @@ def render_table(metrics: dict[str, Any]) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m llm_finetuning.evaluate", description=__doc__.splitlines()[0]
+        prog="python -m llm_finetuning.tools.evaluate", description=__doc__.splitlines()[0]
     )
     add_config_arguments(parser)
     common.add_engine_argument(parser)
@@ -203,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def dataset_spec(args: argparse.Namespace) -> DatasetSpec | None:
     """``--data`` and its flags as a ``DatasetSpec`` (validated like a config section); None without ``--data``."""
-    from ..config.loading import build_dataclass
+    from ..schema import build_dataclass
 
     if args.max_samples is not None and args.max_samples < 1:
         raise PipelineError(f"--max-samples must be >= 1 (got {args.max_samples})")

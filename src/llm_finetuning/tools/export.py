@@ -1,9 +1,9 @@
 """Export trained weights: LoRA merged into 16-bit weights, GGUF (Unsloth backend), and upload to the Hub.
 
-    uv run python -m llm_finetuning.export --config configs/tiny.yaml --adapter outputs/tiny/grpo_saved_lora \\
+    uv run python -m llm_finetuning.tools.export --config configs/tiny.yaml --adapter outputs/tiny/grpo_saved_lora \\
         --merged outputs/tiny/merged
-    uv run python -m llm_finetuning.export --adapter outputs/grpo_saved_lora --gguf outputs/gguf --quantization q4_k_m
-    uv run python -m llm_finetuning.export --adapter outputs/grpo_saved_lora --merged outputs/merged \\
+    uv run python -m llm_finetuning.tools.export --adapter outputs/grpo_saved_lora --gguf outputs/gguf --quantization q4_k_m
+    uv run python -m llm_finetuning.tools.export --adapter outputs/grpo_saved_lora --merged outputs/merged \\
         --push-to-hub user/qwen3-4b-math
 
 ``--merged`` goes through ``ModelManager.merge_and_save``: the adapter merged into a fresh copy of the base
@@ -23,14 +23,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from ..cli import add_config_arguments, command
 from ..config import LoraSettings, PipelineConfig
 from ..errors import ModelError, PipelineError
 from . import common
 
-__all__ = ["check_hub", "config_for_adapter", "export_gguf", "main", "push_to_hub"]
+__all__ = ["check_hub", "config_for_adapter", "export", "main", "push_to_hub"]
 
 _OFFLINE_VALUES = {"1", "true", "yes", "on"}  # how huggingface_hub reads HF_HUB_OFFLINE
 
@@ -49,25 +48,6 @@ def config_for_adapter(config: PipelineConfig, adapter: Path) -> PipelineConfig:
         target_modules=sorted(saved.get("target_modules") or []),
     )
     return config.replace(model=dataclasses.replace(config.model, lora=lora))
-
-
-def export_gguf(manager: Any, output: Path, quantization: str) -> list[Path]:
-    """GGUF through Unsloth's llama.cpp integration; the files written, as Unsloth reports them.
-
-    Unsloth writes the merged 16-bit model into ``output`` and the GGUF files beside it, into ``<output>_gguf``
-    (``unsloth/save.py``), and returns where in ``gguf_files``.
-    """
-    if manager.backend_name != "unsloth":
-        raise ModelError(
-            f"--gguf needs the Unsloth backend (CUDA GPU and uv sync --extra gpu), but this run uses "
-            f"{manager.backend_name}; export --merged and convert it with llama.cpp's convert_hf_to_gguf.py"
-        )
-    output.mkdir(parents=True, exist_ok=True)
-    written = manager.model.save_pretrained_gguf(str(output), manager.tokenizer, quantization_method=quantization)
-    files = [Path(name) for name in (written or {}).get("gguf_files") or []]
-    if not files:
-        raise ModelError(f"--gguf {output}: Unsloth reported no GGUF file written; see its output above")
-    return files
 
 
 def check_hub(repo_id: str) -> None:
@@ -130,14 +110,16 @@ def export(
         check_hub(repo_id)
     done: dict[str, str] = {}
     if merged or gguf:
-        manager = common.load_model(config_for_adapter(config, adapter), adapter)
+        loaded = common.load_model(config_for_adapter(config, adapter), adapter)
+        manager = loaded.manager
         try:
             if merged:
                 done["merged"] = str(manager.merge_and_save(merged))
             if gguf:
-                done["gguf"] = ", ".join(str(path) for path in export_gguf(manager, gguf, quantization))
+                files = manager.backend.save_gguf(manager.model, manager.tokenizer, gguf, quantization)
+                done["gguf"] = ", ".join(str(path) for path in files)
         finally:
-            manager.free()
+            loaded.free()
     if repo_id:
         done["hub"] = push_to_hub(merged or adapter, repo_id, private)
     return done
@@ -145,7 +127,7 @@ def export(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m llm_finetuning.export", description=__doc__.splitlines()[0]
+        prog="python -m llm_finetuning.tools.export", description=__doc__.splitlines()[0]
     )
     add_config_arguments(parser)
     parser.add_argument(

@@ -1,12 +1,12 @@
 """Use a trained model: answer a question from the command line, interactively, or from a program.
 
-    uv run python -m llm_finetuning.infer --config configs/tiny.yaml "What is 15 + 23?"
-    uv run python -m llm_finetuning.infer --config configs/tiny.yaml --adapter outputs/tiny/grpo_saved_lora
+    uv run python -m llm_finetuning.tools.infer --config configs/tiny.yaml "What is 15 + 23?"
+    uv run python -m llm_finetuning.tools.infer --config configs/tiny.yaml --adapter outputs/tiny/grpo_saved_lora
     (no question: an interactive prompt; an empty line or Ctrl-D ends it)
 
 From Python:
 
-    >>> from llm_finetuning.infer import load_trained                              # doctest: +SKIP
+    >>> from llm_finetuning.tools.infer import load_trained                        # doctest: +SKIP
     >>> model = load_trained("configs/tiny.yaml")  # the GRPO adapter, else sft/final  # doctest: +SKIP
     >>> reasoning, answer = model.solve("What is 15 + 23?")                        # doctest: +SKIP
 
@@ -22,7 +22,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..cli import add_config_arguments, command
 from ..config import PipelineConfig
@@ -37,7 +36,7 @@ class TrainedModel:
     """A loaded model plus what it needs to answer: the config's tags and the generation budget."""
 
     config: PipelineConfig
-    manager: Any  # ModelManager holding .model and .tokenizer
+    loaded: common.LoadedModel  # the model, the engine it generates with, and the owner of any vLLM engine
     adapter: Path | None
     max_new_tokens: int
     judge: CompletionJudge  # where the reasoning ends and what the answer is, as evaluation reads them
@@ -54,14 +53,14 @@ class TrainedModel:
 
         system_prompt = self.config.prompt.system_prompt
         conversations = [conversation(system_prompt, problem) for problem in problems]
-        completions = self.manager.engine.generate(
+        completions = self.loaded.engine.generate(
             conversations, SamplingSettings(greedy=True, max_new_tokens=self.max_new_tokens),
             batch_size=self.config.evaluation.batch_size,
         )  # fmt: skip
         return [(self.judge.reasoning(c.text), self.judge.answer(c.text), c.text) for (c,) in completions]
 
     def free(self) -> None:
-        self.manager.free()
+        self.loaded.free()
 
 
 def load_trained(
@@ -84,9 +83,9 @@ def load_trained(
     from ..generation import generation_budget
 
     path = Path(adapter) if adapter is not None else common.default_adapter(config)
-    manager = common.load_model(config, path, generates=True)
+    loaded = common.load_model(config, path, generates=True)
     budget = max_new_tokens or generation_budget(config)
-    return TrainedModel(config, manager, path, budget, CompletionJudge(config.prompt))
+    return TrainedModel(config, loaded, path, budget, CompletionJudge(config.prompt))
 
 
 def print_answer(model: TrainedModel, question: str) -> None:
@@ -112,7 +111,7 @@ def interact(model: TrainedModel) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m llm_finetuning.infer", description=__doc__.splitlines()[0]
+        prog="python -m llm_finetuning.tools.infer", description=__doc__.splitlines()[0]
     )
     add_config_arguments(parser)
     common.add_engine_argument(parser)

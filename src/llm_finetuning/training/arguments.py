@@ -12,35 +12,33 @@ Unsloth's compiled GRPO trainer rewrites settings left unset or set to what it c
 completions, dr_grpo turns reward scaling off, the vLLM importance-sampling correction is off by default, a
 model with an engine forces ``use_vllm``/colocate/its sleep mode. ``grpo_arguments`` therefore passes every one
 of them explicitly, resolved the same way for both backends, and ``check_trainer_settings`` refuses up front a
-config whose choice Unsloth would override. What the trainer finally used is read back from the built trainer
+config whose choice a backend would override (``Backend.check_config``). Whatever differs by backend is asked of
+the run's ``Backend`` object; the importance-sampling correction follows one rule for every rollout engine
+(``vllm_engine/logprobs.py``). What the trainer finally used is read back from the built trainer
 (``trainer_settings``) and recorded in ``summary.json``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from pathlib import Path
 from typing import Any
 
-from ..config import ConfigError, GRPOTrainingConfig, PipelineConfig, SFTTrainingConfig
-from ..model.hardware import (
-    gradient_checkpointing,
-    mixed_precision,
-    on_cuda,
-    optimizer,
-    unsloth_fast_inference,
-)
+from ..config import GRPOTrainingConfig, PipelineConfig, SFTTrainingConfig
+from ..model import Backend
+from ..model.hardware import mixed_precision, on_cuda, optimizer
+from ..vllm_engine import importance_sampling
 
 __all__ = ["CISPO_EPSILON_HIGH", "GRPO_SETTINGS", "SFT_SETTINGS", "check_trainer_settings", "grpo_arguments",
-           "same_named_fields", "sft_arguments", "trainer_settings", "vllm_wanted"]  # fmt: skip
+           "same_named_fields", "sft_arguments", "trainer_settings"]  # fmt: skip
 
 # Fields of our sections that TRL also has but that we decide ourselves (see grpo_arguments):
 # evaluation runs in our own callback, use_vllm and max_completion_length are resolved from the backend and
-# the data, the vLLM engine settings only apply to an engine, and the rest are resolved against Unsloth's rewrites.
+# the data, the vLLM engine settings only apply to an engine, the importance-sampling correction follows its
+# rule, and the rest are resolved against Unsloth's rewrites.
 _DECIDED_HERE = frozenset({"eval_strategy", "eval_steps", "use_vllm", "max_completion_length", "vllm_mode",
                            "vllm_enable_sleep_mode", "vllm_gpu_memory_utilization", "epsilon_high",
-                           "scale_rewards", "optim"})
+                           "scale_rewards", "optim", "vllm_importance_sampling_correction"})
 # CISPO clamps the importance weight at epsilon_high itself (not 1 + epsilon_high), so TRL's fallback to
 # epsilon (0.2) would cap every weight below 1; 5.0 is the ScaleRL paper's value, which Unsloth also sets.
 CISPO_EPSILON_HIGH = 5.0
@@ -55,7 +53,7 @@ GRPO_SETTINGS = ("max_steps", "per_device_train_batch_size", "gradient_accumulat
                  "gradient_checkpointing", "loss_type", "importance_sampling_level", "beta", "epsilon",
                  "epsilon_high", "scale_rewards", "mask_truncated_completions", "temperature", "top_p", "top_k",
                  "min_p", "reward_weights", "use_vllm", "vllm_mode", "vllm_enable_sleep_mode",
-                 "vllm_importance_sampling_correction", "seed")  # fmt: skip
+                 "vllm_importance_sampling_correction", "vllm_importance_sampling_mode", "seed")  # fmt: skip
 
 
 def same_named_fields(section: Any, trl_class: type) -> dict[str, Any]:
@@ -69,11 +67,10 @@ def same_named_fields(section: Any, trl_class: type) -> dict[str, Any]:
 
 
 def common_arguments(
-    config: PipelineConfig, section: SFTTrainingConfig | GRPOTrainingConfig, output_dir: Path, backend: str
+    config: PipelineConfig, section: SFTTrainingConfig | GRPOTrainingConfig, output_dir: Path, backend: Backend
 ) -> dict[str, Any]:
     """What both phases set beyond their section: output, checkpoints, seed, tracker, hardware."""
-    # Unsloth applies its own activation checkpointing when it builds the LoRA model
-    checkpointing = backend == "hf" and gradient_checkpointing(config.model)
+    checkpointing = backend.trainer_checkpointing(config.model)
     phase = "sft_training" if isinstance(section, SFTTrainingConfig) else "grpo_training"
     return {
         "output_dir": str(output_dir),
@@ -89,7 +86,7 @@ def common_arguments(
     }
 
 
-def sft_arguments(config: PipelineConfig, output_dir: Path, backend: str) -> dict[str, Any]:
+def sft_arguments(config: PipelineConfig, output_dir: Path, backend: Backend) -> dict[str, Any]:
     from trl import SFTConfig
 
     section = config.sft_training
@@ -103,51 +100,20 @@ def sft_arguments(config: PipelineConfig, output_dir: Path, backend: str) -> dic
     }
 
 
-def vllm_wanted(config: PipelineConfig, backend: str) -> bool:
-    """Use vLLM for GRPO generation: with Unsloth exactly when its engine runs, else as configured or on CUDA."""
-    if backend == "unsloth":
-        return unsloth_fast_inference(config.model)  # Unsloth's trainer uses the engine whenever there is one
-    if config.grpo_training.use_vllm is not None:
-        return config.grpo_training.use_vllm
-    return on_cuda() and importlib.util.find_spec("vllm") is not None
-
-
-def check_trainer_settings(config: PipelineConfig, backend: str) -> None:
+def check_trainer_settings(config: PipelineConfig, backend: Backend) -> None:
     """Refuse, before any model loads, a config the trainers would reject or silently override."""
-    for phase in ("sft_training", "grpo_training"):
-        optimizer(getattr(config, phase).optim, f"{phase}.optim")
-    section = config.grpo_training
-    if backend == "unsloth" and section.use_vllm and not unsloth_fast_inference(config.model):
-        raise ConfigError(
-            "grpo_training.use_vllm: true, but with the unsloth backend GRPO generates with the engine "
-            "model.fast_inference starts, and none starts here; set model.fast_inference: true on a CUDA GPU, "
-            "or use_vllm: null"
-        )
-    if backend == "unsloth" and unsloth_fast_inference(config.model):
-        if section.use_vllm is False:
-            raise ConfigError(
-                "grpo_training.use_vllm: false, but Unsloth's trainer always generates with the vLLM engine "
-                "model.fast_inference starts; set model.fast_inference: false to generate with model.generate"
-            )
-        if section.vllm_mode != "colocate":
-            raise ConfigError(
-                f"grpo_training.vllm_mode: {section.vllm_mode}, but Unsloth generates with its own colocated "
-                "engine; set vllm_mode: colocate, or model.fast_inference: false to use a vLLM server"
-            )
-
-
-def rollouts_share_engine(config: PipelineConfig, backend: str) -> bool:
-    """GRPO's rollouts run on a vLLM engine in this process that the run keeps (TRL's colocated one, hf backend)."""
-    return backend == "hf" and vllm_wanted(config, backend) and config.grpo_training.vllm_mode == "colocate"
+    backend.check_config(config)
+    importance_sampling(config, backend.rollouts(config))  # refuses a correction asked for where it cannot work
 
 
 def grpo_arguments(
-    config: PipelineConfig, output_dir: Path, backend: str, max_completion_length: int, reward_weights: list[float]
+    config: PipelineConfig, output_dir: Path, backend: Backend, max_completion_length: int, reward_weights: list[float]
 ) -> dict[str, Any]:
     from trl import GRPOConfig
 
     section, sampling = config.grpo_training, config.vllm_sampling
-    use_vllm = vllm_wanted(config, backend)
+    rollouts = backend.rollouts(config)
+    use_vllm = rollouts != "generate"
     arguments = {
         **same_named_fields(section, GRPOConfig),
         **common_arguments(config, section, output_dir, backend),
@@ -161,20 +127,17 @@ def grpo_arguments(
         "use_vllm": use_vllm,
         "log_completions": False,
         **resolved_against_unsloth(section, unsloth_compiled=hasattr(GRPOConfig, "_unsloth_patched_rl_config")),
+        "vllm_importance_sampling_correction": importance_sampling(config, rollouts).correction,
+        **backend.rollout_arguments(config),  # TRL's own engine; Unsloth brings its engine with the model
     }
     if use_vllm:
         arguments.update(vllm_mode=section.vllm_mode, vllm_enable_sleep_mode=section.vllm_enable_sleep_mode)
-    if use_vllm and backend == "hf":  # TRL's own engine; Unsloth brings its engine with the model
-        arguments.update(
-            # a second full copy of the weights beside the training model: not Unsloth's shared-weight share
-            vllm_gpu_memory_utilization=section.vllm_gpu_memory_utilization,
-            vllm_max_model_length=config.model.max_seq_length,
-        )
     return arguments
 
 
 def resolved_against_unsloth(section: GRPOTrainingConfig, unsloth_compiled: bool) -> dict[str, Any]:
-    """The settings Unsloth's compiled GRPOConfig would rewrite, resolved to one meaning for both backends.
+    """The settings Unsloth's compiled GRPOConfig would rewrite, resolved to one meaning for both backends (the
+    importance-sampling correction, off by default in Unsloth, is set by ``grpo_arguments`` from its rule).
 
     ``unsloth_compiled``: ``trl.GRPOConfig`` is Unsloth's compiled class (it replaces TRL's on CUDA, under TRL's
     name); its one sentinel is needed for dr_grpo with group scaling, which it otherwise turns off.
@@ -189,7 +152,6 @@ def resolved_against_unsloth(section: GRPOTrainingConfig, unsloth_compiled: bool
         "epsilon_high": epsilon_high,
         "scale_rewards": scale_rewards,
         "mask_truncated_completions": section.mask_truncated_completions,  # Unsloth: True under dapo if unset
-        "vllm_importance_sampling_correction": section.vllm_importance_sampling_correction,  # Unsloth: False
         "beta": section.beta,  # Unsloth: 0.001 for losses other than dapo/dr_grpo if unset
     }
 

@@ -1,15 +1,16 @@
 """Phase 2, GRPO: sample a group of completions per prompt, score them with the rewards, reinforce the best.
 
-Rewards and weights come from the registry; sampling from ``vllm_sampling``; generation runs in vLLM when
-the backend can (Unsloth fast inference, or vLLM installed on CUDA, or ``use_vllm: true`` with vLLM's CPU
-build) and through ``model.generate`` otherwise. TRL's colocated engine on the hf backend is handed to the
-run's ``ModelManager`` (``trl_vllm``), so evaluations share it. Evaluation on the validation problems runs
-every ``eval_steps`` from a callback, greedy, with the same judge as the before/after evaluations.
-Checkpoints go to ``<output_dir>/grpo/``.
+Rewards and weights come from the registry; sampling from ``vllm_sampling``; what generates the rollouts is
+the backend's choice (``Backend.rollouts``: Unsloth's engine on the model, TRL's vLLM engine, or
+``model.generate``). TRL's colocated engine on the hf backend is started with the log-prob mode the
+importance-sampling rule chose and handed to the run's ``EngineOwner`` (``vllm_engine/trl.py``), so evaluations
+share it. Evaluation on the validation problems runs every ``eval_steps`` from a callback, greedy, with the
+same judge as the before/after evaluations. Checkpoints go to ``<output_dir>/grpo/``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,12 @@ from typing import Any
 from ..config import PipelineConfig
 from ..data import GRPOData
 from ..model import ModelManager
-from . import trl_vllm
-from .arguments import GRPO_SETTINGS, grpo_arguments, rollouts_share_engine
+from ..vllm_engine import EngineOwner, importance_sampling
+from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
 from .phase import TrainingPhase
+
+logger = logging.getLogger(__name__)
 
 
 class GRPOPhase(TrainingPhase):
@@ -31,6 +34,7 @@ class GRPOPhase(TrainingPhase):
         self,
         config: PipelineConfig,
         manager: ModelManager,
+        engines: EngineOwner,
         data: GRPOData,
         reward_funcs: list[Any],
         reward_weights: list[float],
@@ -41,21 +45,28 @@ class GRPOPhase(TrainingPhase):
         if evaluate is not None and config.grpo_training.eval_strategy == "steps":
             callbacks.append(PeriodicEvaluation(config.grpo_training.eval_steps, evaluate, self.model_for_generation))
         super().__init__(manager, Path(config.output_dir) / "grpo", metrics, callbacks)
-        self.config, self.data = config, data
+        self.config, self.engines, self.data = config, engines, data
         self.reward_funcs, self.reward_weights = reward_funcs, reward_weights
 
     def build_trainer(self) -> Any:
         from trl import GRPOConfig, GRPOTrainer  # after unsloth, when unsloth is the backend
 
+        backend = self.manager.backend
         arguments = grpo_arguments(
-            self.config, self.output_dir, self.manager.backend_name, self.data.max_completion_length,
-            self.reward_weights,
+            self.config, self.output_dir, backend, self.data.max_completion_length, self.reward_weights,
         ) | self.argument_overrides
-        if not rollouts_share_engine(self.config, self.manager.backend_name):
+        rollouts = backend.rollouts(self.config)
+        sampling_correction = importance_sampling(self.config, rollouts)
+        if rollouts != "generate":
+            logger.info("GRPO rollouts on vLLM (%s); importance-sampling correction %s", rollouts,
+                        sampling_correction.reason)
+        if rollouts != "trl_colocate":
             return self._trainer(GRPOTrainer, GRPOConfig(**arguments))
-        with trl_vllm.trl_engine_start(self.manager) as process_group_existed:
+        from ..vllm_engine import trl
+
+        with trl.trl_engine_start(self.engines, sampling_correction.engine_logprobs) as process_group_existed:
             trainer = self._trainer(GRPOTrainer, GRPOConfig(**arguments))
-        trl_vllm.adopt(trainer, self.manager, process_group_existed)
+        trl.adopt(trainer, self.engines, process_group_existed)
         return trainer
 
     def _trainer(self, trainer_class: type, arguments: Any) -> Any:

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ..distributed import gather_objects, weights_checksum, world_size
-from ..errors import ModelError, TrainingInterrupted
+from ..errors import TrainingInterrupted
 from ..model import ModelManager
-from ..model.hardware import free_memory, on_cuda
+from ..model.hardware import free_memory
 from . import trl_compat
 from .arguments import trainer_settings
 from .callbacks import GracefulStop, MetricsLogging, MetricsWriter
@@ -63,7 +63,7 @@ class TrainingPhase(ABC):
     def run(self, resume: bool = False) -> PhaseResult:
         trl_compat.install()
         trainer = self.build_trainer()
-        require_unsloth_trainer(trainer, self.manager.backend_name)
+        self.manager.backend.check_trainer(trainer)
         settings = trainer_settings(trainer, self.settings_names)
         self.trainer_ref = weakref.ref(trainer)
         stop = GracefulStop()
@@ -114,18 +114,6 @@ class TrainingPhase(ABC):
             logger.warning("%s: starting over; older checkpoints in %s will be replaced (use --resume to continue)",
                            self.name, self.output_dir)
         return None
-
-
-def require_unsloth_trainer(trainer: Any, backend: str) -> None:
-    """On CUDA the unsloth backend must train with Unsloth's compiled trainer, which Unsloth silently replaces
-    by TRL's own when its patching fails (its warning scrolls by; the run would be slow and differently set)."""
-    if backend != "unsloth" or not on_cuda():
-        return  # without CUDA, Unsloth's CPU mode trains with TRL's trainers on purpose
-    if not any(cls.__name__.startswith("Unsloth") for cls in type(trainer).__mro__):
-        raise ModelError(
-            f"the unsloth backend built TRL's own {type(trainer).__name__}: Unsloth could not patch it (see its "
-            "warning above); reinstall the gpu extra (uv sync --extra gpu --reinstall) or set model.backend: hf"
-        )
 
 
 def release(trainer: Any) -> None:

@@ -32,6 +32,7 @@ from ..data import GRPOData
 from ..errors import PipelineError
 from ..model import ModelManager
 from ..model.hardware import free_memory, on_cuda
+from ..vllm_engine import EngineOwner
 from . import trl_compat
 from .phase import release
 
@@ -75,16 +76,17 @@ def longest_rows(dataset: Any, lengths: list[int], count: int) -> Any:
     return dataset.select(order[:count])
 
 
-def run_preflight(config: PipelineConfig, manager: ModelManager, sft_data: Any | None, grpo_data: GRPOData | None,
-                  reward_funcs: list[Any], reward_weights: list[float]) -> list[PreflightStep]:  # fmt: skip
+def run_preflight(config: PipelineConfig, manager: ModelManager, engines: EngineOwner, sft_data: Any | None,
+                  grpo_data: GRPOData | None, reward_funcs: list[Any], reward_weights: list[float],
+                  ) -> list[PreflightStep]:  # fmt: skip
     """One SFT step and/or one GRPO step on the worst case; a ``PipelineError`` naming what to lower on OOM."""
     steps = []
     with _restored_random_state(), _scratch(Path(config.output_dir) / ".preflight") as scratch:
         if sft_data is not None:
             steps.append(_probe("sft", config, lambda: _sft_probe(config, manager, sft_data, scratch)))
         if grpo_data is not None:
-            steps.append(_probe("grpo", config, lambda: _grpo_probe(config, manager, grpo_data, reward_funcs,
-                                                                   reward_weights, scratch)))  # fmt: skip
+            steps.append(_probe("grpo", config, lambda: _grpo_probe(config, manager, engines, grpo_data,
+                                                                   reward_funcs, reward_weights, scratch)))  # fmt: skip
     for step in steps:
         peak = f", peak {step.peak_gib:.1f} GiB" if step.peak_gib is not None else ""
         logger.info("preflight %s: one step on the %d longest (up to %d tokens) in %.1fs%s",
@@ -103,9 +105,8 @@ def _sft_probe(config: PipelineConfig, manager: ModelManager, dataset: Any, scra
     return len(worst), max(lengths), _train_once(phase)
 
 
-def _grpo_probe(config: PipelineConfig, manager: ModelManager, data: GRPOData, reward_funcs: list[Any],
-                reward_weights: list[float], scratch: Path) -> _Probed:  # fmt: skip
-    from .arguments import vllm_wanted
+def _grpo_probe(config: PipelineConfig, manager: ModelManager, engines: EngineOwner, data: GRPOData,
+                reward_funcs: list[Any], reward_weights: list[float], scratch: Path) -> _Probed:  # fmt: skip
     from .grpo import GRPOPhase
 
     grpo = config.grpo_training
@@ -114,8 +115,9 @@ def _grpo_probe(config: PipelineConfig, manager: ModelManager, data: GRPOData, r
     worst = replace(data, train=longest_rows(data.train, lengths, max(prompts, 1)))
     budget = data.max_completion_length
     # completions may not stop early: every one runs to the budget, as the longest completions eventually will
-    forced = {"min_tokens": budget} if vllm_wanted(config, manager.backend_name) else {"min_new_tokens": budget}
-    phase = GRPOPhase(config, manager, worst, reward_funcs, reward_weights, metrics=None)
+    on_vllm = manager.backend.rollouts(config) != "generate"
+    forced = {"min_tokens": budget} if on_vllm else {"min_new_tokens": budget}
+    phase = GRPOPhase(config, manager, engines, worst, reward_funcs, reward_weights, metrics=None)
     phase.argument_overrides = {**_PROBE, "output_dir": str(scratch / "grpo"), "generation_kwargs": forced}
     return len(worst.train), max(lengths) + budget, _train_once(phase)
 

@@ -19,22 +19,16 @@ import time
 import urllib.error
 import urllib.request
 
-from ..config import GRPOTrainingConfig, PipelineConfig
+from ..config import GRPOTrainingConfig
 from ..errors import PipelineError
-from .arguments import vllm_wanted
 
-__all__ = ["server_url", "uses_vllm_server", "wait_for_server"]
+__all__ = ["server_url", "wait_for_server"]
 
 logger = logging.getLogger(__name__)
 
 
 def server_url(section: GRPOTrainingConfig) -> str:
     return f"http://{section.vllm_server_host}:{section.vllm_server_port}"
-
-
-def uses_vllm_server(config: PipelineConfig, backend: str) -> bool:
-    """Whether GRPO will generate on a vLLM server (TRL's server mode; the hf backend only)."""
-    return backend == "hf" and config.grpo_training.vllm_mode == "server" and vllm_wanted(config, backend)
 
 
 def wait_for_server(section: GRPOTrainingConfig, poll_seconds: float = 2.0) -> None:

@@ -1,4 +1,5 @@
-"""Turn plain YAML data into typed config dataclasses, with errors a person can act on.
+"""Turn plain YAML data into typed dataclasses, with errors a person can act on: the config sections
+(``config/``) and the rewards' parameters (``rewards/base.py``) are both loaded here.
 
 Why not a library: the rules we need are few and specific. An unknown key names the closest valid key, a
 wrong type names the key, the expected type and the value, and a rule broken in a ``__post_init__`` is
@@ -16,7 +17,7 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from ..errors import PipelineError
+from .errors import PipelineError
 
 
 class ConfigError(PipelineError, ValueError):

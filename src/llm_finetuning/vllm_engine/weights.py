@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["checkpoint_name", "model_weights", "push_weights", "weights_version"]
+__all__ = ["checkpoint_name", "forget_reload_state", "model_weights", "push_weights", "weights_version"]
 
 
 def checkpoint_name(name: str) -> str:
@@ -95,3 +95,19 @@ def _repack_output_layer(model: Any) -> None:
     head = getattr(model, "lm_head", None)
     if head is not None and getattr(head, "weight", None) is not None:
         dispatch_cpu_unquantized_gemm(head, remove_weight=False)
+
+
+def forget_reload_state(model: Any) -> None:
+    """Drop what vLLM's in-place reload (the CPU branch of ``push_weights``) keeps about ``model``'s layers.
+
+    vLLM keeps that state per layer in a global ``WeakKeyDictionary``, but the entry of a tied output layer
+    holds the embedding Parameter, whose ``weight_loader`` is bound to the layer: the entry keeps its own key
+    alive, and the layer and its weights outlive the engine (measured: the embedding, every engine). Called
+    when an engine shuts down.
+    """
+    try:
+        from vllm.model_executor.model_loader.reload.layerwise import LAYERWISE_INFO
+    except ImportError:  # a vLLM without in-place reload keeps nothing
+        return
+    for module in model.modules():
+        LAYERWISE_INFO.pop(module, None)

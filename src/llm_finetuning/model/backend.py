@@ -1,0 +1,118 @@
+"""What differs between the libraries that load, adapt and train the model, as one object per backend.
+
+The run picks a backend once (``backends.choose_backend``) and hands the object to everything whose behaviour
+depends on it: the ``ModelManager`` (loading, saving, merged and GGUF export), the phases (the trainer's
+activation checkpointing, what GRPO generates its rollouts with, the trainer a backend must get), the memory
+estimate (how much of the GPU its vLLM engine takes, and whether that engine holds the training weights or a
+second copy), the generation engines (whether the model carries an engine, whether its weights can be pushed
+into one) and the process check (whether several processes may run it). A difference between backends is a
+method here, never a comparison of names elsewhere.
+
+What GRPO generates its completions with (``Backend.rollouts``):
+
+| rollouts | meaning | whose engine |
+| --- | --- | --- |
+| ``generate`` | ``model.generate`` inside the trainer | none |
+| ``model_engine`` | the vLLM engine the model carries (Unsloth's ``fast_inference``) | built with the model |
+| ``trl_colocate`` | TRL's vLLM engine in this process (``vllm_mode: colocate``) | started by TRL's trainer |
+| ``trl_server`` | a ``trl vllm-serve`` server (``vllm_mode: server``) | the server's |
+
+The engines' life (start, sleep, weights, teardown) is in ``llm_finetuning.vllm_engine``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from ..config import ModelConfig, PipelineConfig
+from ..errors import ModelError
+from .hardware import gradient_checkpointing, optimizer
+
+__all__ = ["Backend", "Rollouts"]
+
+Rollouts = Literal["generate", "model_engine", "trl_colocate", "trl_server"]
+
+
+class Backend(ABC):
+    """One backend, chosen for one run; ``reason`` says why it was chosen (logged and in ``summary.json``)."""
+
+    name: ClassVar[str]
+    several_processes: ClassVar[bool] = True  # whether a multi-process launch may run it
+    engine_share_setting: ClassVar[str]  # the config field that sizes the vLLM engine GRPO generates with
+    engine_holds_training_weights: ClassVar[bool]  # the engine shares the trained weights (else: a second copy)
+
+    def __init__(self, reason: str = "") -> None:
+        self.reason = reason or self.asked_for()
+
+    @classmethod
+    def asked_for(cls) -> str:
+        """The reason when the config names this backend."""
+        return f"model.backend: {cls.name} was asked for"
+
+    @classmethod
+    def import_problem(cls) -> str | None:
+        """Why this backend's library cannot be imported here (None: it can)."""
+        return None
+
+    def prepare(self) -> None:
+        """What must happen before trl/transformers are imported (nothing, unless the library patches them)."""
+
+    def check_config(self, config: PipelineConfig) -> None:
+        """Refuse, before any model loads, a config this backend's trainers would reject or silently override."""
+        for phase in ("sft_training", "grpo_training"):
+            optimizer(getattr(config, phase).optim, f"{phase}.optim")
+
+    # Loading and saving
+
+    @abstractmethod
+    def load_trainable(self, model_config: ModelConfig, model_path: str) -> tuple[Any, Any]:
+        """Base model with LoRA adapters (or all weights trainable), and its tokenizer."""
+
+    @abstractmethod
+    def load_inference(self, model_config: ModelConfig, base_path: str, adapter_path: Path) -> tuple[Any, Any]:
+        """Base model with a saved LoRA adapter applied (or a saved full model), and the tokenizer saved with it."""
+
+    @abstractmethod
+    def save_merged(self, model: Any, tokenizer: Any, model_config: ModelConfig, base_path: str,
+                    staging: Path) -> None:  # fmt: skip
+        """Write LoRA merged into 16-bit base weights into ``staging`` (loadable by plain transformers)."""
+
+    def save_gguf(self, model: Any, tokenizer: Any, output: Path, quantization: str) -> list[Path]:
+        """GGUF files of the model, as the library reports writing them."""
+        raise ModelError(
+            f"--gguf needs the Unsloth backend (CUDA GPU and uv sync --extra gpu), but this run uses {self.name}; "
+            "export --merged and convert it with llama.cpp's convert_hf_to_gguf.py"
+        )
+
+    # Training
+
+    def trainer_checkpointing(self, model_config: ModelConfig) -> bool:
+        """Whether the trainer checkpoints activations (the hardware rule, unless the library does it itself)."""
+        return gradient_checkpointing(model_config)
+
+    def check_trainer(self, trainer: Any) -> None:
+        """Refuse a built trainer that is not the one this backend trains with."""
+
+    @abstractmethod
+    def rollouts(self, config: PipelineConfig) -> Rollouts:
+        """What GRPO generates its completions with (table above)."""
+
+    def rollout_arguments(self, config: PipelineConfig) -> dict[str, Any]:
+        """TRL's settings for an engine TRL starts itself (none when the model brings its own)."""
+        return {}
+
+    # Generation and memory
+
+    def model_engine(self, model: Any) -> Any:
+        """The vLLM engine the loaded model carries, or None."""
+        return None
+
+    def vllm_refusal(self, model_config: ModelConfig) -> str | None:
+        """Why this backend's weights cannot be pushed into a vLLM engine of the run (None: they can)."""
+        return None
+
+    @abstractmethod
+    def engine_wanted_on_cuda(self, config: PipelineConfig) -> bool:
+        """For the memory estimate: whether GRPO's rollouts take a vLLM engine on a CUDA GPU with vLLM installed."""

@@ -1,0 +1,120 @@
+"""GRPO's importance-sampling correction follows one rule on every rollout engine: on only where the engine
+reports the trainer's own distribution (``vllm_engine/logprobs.py``).
+
+With a sampling filter (the default ``min_p: 0.1``) vLLM's processed log-probs are the filtered distribution's,
+larger than the trainer's by the dropped mass on every token; TRL's default sequence-level correction then
+weights each completion by about exp(-tokens x gap), near zero, and GRPO stops learning. The vLLM lane runs
+the default recipe on TRL's colocated engine and asserts weights near 1 (tests/test_vllm_pipeline.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from llm_finetuning.config import ConfigError, PipelineConfig
+from llm_finetuning.model import get_backend
+from llm_finetuning.training.arguments import check_trainer_settings, grpo_arguments
+from llm_finetuning.vllm_engine import importance_sampling
+
+DEFAULT = []  # min_p 0.1 at temperature 1
+NO_FILTER = ["vllm_sampling.min_p=0.0"]
+HOT = ["vllm_sampling.temperature=0.7"]  # min_p 0.1 at temperature 0.7
+
+
+def config(*overrides: str) -> PipelineConfig:
+    return PipelineConfig().with_overrides(list(overrides))
+
+
+@pytest.mark.parametrize(
+    ("rollouts", "overrides", "correction", "engine_logprobs"),
+    [
+        ("generate", DEFAULT, False, None),  # model.generate: no engine to correct for
+        ("trl_colocate", DEFAULT, True, "raw_logprobs"),  # raw log-probs at temperature 1 are the trainer's
+        ("trl_colocate", NO_FILTER, True, "processed_logprobs"),  # TRL's own choice is right without a filter
+        ("trl_colocate", HOT, False, None),  # no vLLM mode reports the trainer's distribution here
+        ("trl_colocate", [*HOT, "vllm_sampling.min_p=0.0"], True, "processed_logprobs"),
+        ("trl_colocate", ["vllm_sampling.min_p=0.0", "vllm_sampling.top_k=20"], True, "raw_logprobs"),
+        ("trl_colocate", ["vllm_sampling.min_p=0.0", "vllm_sampling.top_p=0.9"], True, "raw_logprobs"),
+        ("model_engine", DEFAULT, False, None),  # Unsloth's engine reports processed log-probs: its mode is its own
+        ("model_engine", NO_FILTER, True, None),
+        ("trl_server", DEFAULT, False, None),
+        ("trl_server", NO_FILTER, True, None),
+    ],
+)
+def test_the_correction_is_on_only_where_the_engine_reports_the_trainers_distribution(
+    rollouts, overrides, correction, engine_logprobs
+):
+    decision = importance_sampling(config(*overrides), rollouts)
+    assert (decision.correction, decision.engine_logprobs) == (correction, engine_logprobs)
+    assert decision.reason.startswith("on: " if correction else ("off: " if rollouts != "generate" else "GRPO"))
+
+
+def test_turned_off_by_the_config_it_stays_off_with_the_engine_still_told_its_mode():
+    decision = importance_sampling(config("grpo_training.vllm_importance_sampling_correction=false"), "trl_colocate")
+    assert (decision.correction, decision.engine_logprobs, decision.reason) == (False, "raw_logprobs",
+                                                                              "off, as configured")
+
+
+@pytest.mark.parametrize(("rollouts", "overrides"), [("trl_colocate", HOT), ("model_engine", DEFAULT),
+                                                     ("trl_server", DEFAULT)])  # fmt: skip
+def test_asking_for_the_correction_where_it_would_zero_every_completion_is_one_line_error(rollouts, overrides):
+    asked = config(*overrides, "grpo_training.vllm_importance_sampling_correction=true")
+    with pytest.raises(ConfigError) as info:
+        importance_sampling(asked, rollouts)
+    message = str(info.value)
+    assert message.startswith("grpo_training.vllm_importance_sampling_correction: true, but ")
+    assert "vllm_sampling.min_p: 0" in message and "\n" not in message
+
+
+@pytest.fixture
+def cuda_with_vllm(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: real_find_spec("json") if name == "vllm" else real_find_spec(name, *a))
+
+
+@pytest.mark.usefixtures("cuda_with_vllm")
+@pytest.mark.parametrize(("backend", "rollouts", "correction"), [("hf", "trl_colocate", True),
+                                                                 ("unsloth", "model_engine", False)])  # fmt: skip
+def test_the_default_recipe_on_a_gpu_gets_the_rules_correction_on_either_backend(tmp_path, backend, rollouts,
+                                                                                   correction):
+    chosen = get_backend(backend)
+    recipe = PipelineConfig.from_yaml("configs/default_config.yaml", ["sft_training.optim=adamw_torch",
+                                                                     "grpo_training.optim=adamw_torch"])
+    assert chosen.rollouts(recipe) == rollouts
+    check_trainer_settings(recipe, chosen)
+    arguments = grpo_arguments(recipe, tmp_path, chosen, 64, [1.0] * 4)
+    assert arguments["use_vllm"] is True and arguments["min_p"] == 0.1
+    # before the rule: True on both (the Unsloth path forced TRL's default), zeroing the weights under min_p
+    assert arguments["vllm_importance_sampling_correction"] is correction
+
+
+def test_trls_engine_is_started_reporting_the_mode_the_rule_chose(monkeypatch):
+    import trl.generation.vllm_generation as trl_generation
+
+    from llm_finetuning.vllm_engine import EngineOwner
+    from llm_finetuning.vllm_engine.trl import trl_engine_start
+
+    built = []
+    monkeypatch.setattr(trl_generation, "LLM", lambda **arguments: built.append(arguments), raising=False)
+    owner = EngineOwner(PipelineConfig())
+    for mode in ("raw_logprobs", None):
+        with trl_engine_start(owner, mode):
+            trl_generation.LLM(model="m", logprobs_mode="processed_logprobs")  # as TRL's VLLMGeneration calls it
+    assert [arguments["logprobs_mode"] for arguments in built] == ["raw_logprobs", "processed_logprobs"]
+    assert built[0]["model"] == "m"
+
+
+def test_trl_still_starts_its_engine_with_a_logprobs_mode_keyword():
+    """The override replaces a keyword of TRL's own ``LLM(...)`` call (trl/generation/vllm_generation.py)."""
+    import inspect
+
+    import trl.generation.vllm_generation as trl_generation
+
+    source = inspect.getsource(trl_generation)
+    assert 'logprobs_mode="processed_logprobs"' in source and "self.llm = LLM(" in source
