@@ -340,3 +340,33 @@ def test_unsloth_still_returns_the_gguf_files_where_export_reads_them():
     assert re.search(r'"gguf_files"\s*:', text), "save_pretrained_gguf no longer returns gguf_files"
     _, where = wheel_function(Target("unsloth", SAVE_PY, "_gguf_output_directory", 0))
     assert 'f"{save_directory}_gguf"' in where  # the files land beside the directory, as docs/tools.md says
+
+
+@pytest.mark.unsloth
+@wheels
+def test_the_engine_teardown_reaches_what_the_locked_vllm_has():
+    """``vllm_engine.start.shut_down`` calls ``llm.apply_model`` and ``llm.llm_engine.engine_core.shutdown()``
+    and drops vLLM's per-layer reload state; the GPU build (vLLM 0.31) must have each, and its engine-core
+    shutdown must still undo the startup's ``gc.freeze`` (else deleting the engine in-process frees nothing)."""
+    apply_model, _ = wheel_function(Target("vllm", "vllm/entrypoints/llm.py", "LLM.apply_model", 1))
+    assert [a.arg for a in apply_model.args.args] == ["self", "func"]
+    assert "self.engine_core = EngineCoreClient.make_client(" in wheel_source("vllm", "vllm/v1/engine/llm_engine.py")
+    for client in ("InprocClient", "MPClient"):
+        wheel_function(Target("vllm", "vllm/v1/engine/core_client.py", f"{client}.shutdown", 1))
+    _, shutdown = wheel_function(Target("vllm", "vllm/v1/engine/core.py", "EngineCore.shutdown", 1))
+    assert "gc.unfreeze()" in shutdown and "model_executor.shutdown()" in shutdown
+    layerwise = wheel_source("vllm", "vllm/model_executor/model_loader/reload/layerwise.py")
+    assert re.search(r"^LAYERWISE_INFO: WeakKeyDictionary", layerwise, re.MULTILINE)
+
+
+@pytest.mark.unsloth
+@wheels
+def test_unsloths_engine_is_the_kind_the_importance_sampling_rule_assumes():
+    """The rule turns the correction off under a sampling filter on Unsloth's engine because that engine reports
+    processed log-probs when built for training; and its teardown is unsloth_zoo's ``delete_vllm(llm)``."""
+    _, load_vllm = wheel_function(Target("unsloth_zoo", "unsloth_zoo/vllm_utils.py", "load_vllm", 0))
+    assert 'logprobs_mode          = "processed_logprobs" if training else "raw_logprobs"' in load_vllm
+    delete_vllm, _ = wheel_function(Target("unsloth_zoo", "unsloth_zoo/vllm_utils.py", "delete_vllm", 0))
+    assert [a.arg for a in delete_vllm.args.args] == ["llm"]
+    modes = wheel_source("vllm", "vllm/config/model.py")
+    assert re.search(r'LogprobsMode = Literal\[[^\]]*"raw_logprobs"', modes, re.DOTALL)

@@ -180,8 +180,10 @@ def test_an_adapter_trained_with_unsloth_loads_with_hf_and_gives_the_same_greedy
 
 def test_unsloths_compiled_grpo_config_keeps_every_setting_the_project_passes(tmp_path):
     # Unsloth's compiled GRPOConfig (what trl.GRPOConfig is on CUDA) against TRL's own, built from the project's
-    # arguments for each backend, every loss type, with and without vLLM. Activation checkpointing is the one
-    # expected difference: the unsloth backend passes False because Unsloth checkpoints inside get_peft_model.
+    # arguments for each backend, every loss type, with and without vLLM. Two differences are expected: activation
+    # checkpointing (the unsloth backend passes False because Unsloth checkpoints inside get_peft_model) and, with
+    # an engine and the default min_p, the importance-sampling correction: one rule, whose outcome follows what
+    # each engine can report (TRL's is told to report raw log-probs; Unsloth's reports processed ones, so off).
     result = tmp_path / "differences.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     probe = subprocess.run([sys.executable, str(ROOT / "tests" / "unsloth_grpo_config_probe.py"), str(result)],
@@ -189,8 +191,9 @@ def test_unsloths_compiled_grpo_config_keeps_every_setting_the_project_passes(tm
                            check=False)  # fmt: skip  (Unsloth writes its compiled trainers into the cwd)
     assert probe.returncode == 0, probe.stderr[-3000:]
     differences = json.loads(result.read_text())
-    assert differences and {d["setting"] for d in differences} == {"gradient_checkpointing"}
+    assert {d["setting"] for d in differences} == {"gradient_checkpointing", "vllm_importance_sampling_correction"}
     assert all((d["unsloth"], d["trl"]) == (False, True) for d in differences)
+    assert all(d["use_vllm"] for d in differences if d["setting"] == "vllm_importance_sampling_correction")
 
 
 def test_the_same_config_records_the_same_grpo_and_sft_settings_on_both_backends(lane, tmp_path):
@@ -240,7 +243,8 @@ def drive(root: Path) -> dict:
     except NotImplementedError as exc:  # a release without CPU mode, or UNSLOTH_DISABLE_CPU_FALLBACK=1
         return {"declined": str(exc).splitlines()[0]}
     record: dict = {"import_seconds": round(time.perf_counter() - started, 1), "steps": {}}
-    from llm_finetuning import cli, evaluate, export, infer
+    from llm_finetuning import cli
+    from llm_finetuning.tools import evaluate, export, infer
 
     steps, run_dir, copy = record["steps"], root / "run", root / "skip_sft"
     steps["run"] = _run_step(cli.main, run_arguments(run_dir))
@@ -272,13 +276,14 @@ def _unsloth_outputs(config_path: Path, adapter: Path, logits_file: Path) -> lis
     from llm_finetuning.tools.common import load_model
 
     config = PipelineConfig.from_yaml(config_path)
-    manager = load_model(config, adapter)
+    loaded = load_model(config, adapter)
+    manager = loaded.manager
     assert manager.backend.name == "unsloth"
     prompts = [conversation(config.prompt.system_prompt, question) for question in QUESTIONS]
     greedy = SamplingSettings(greedy=True, max_new_tokens=GREEDY_TOKENS)
     completions = generate_completions(manager.model, manager.tokenizer, prompts, greedy)
     torch.save(_logits(manager.model, manager.tokenizer), logits_file)
-    manager.free()
+    loaded.free()
     return [completion for (completion,) in completions]
 
 
