@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import expr, numeric, relations, symbolic
+from . import expr, labels, numeric, relations, symbolic
 from .normalize import strip_variable
 
 MAX_ELEMENTS = 64  # longer lists are compared as text only
@@ -36,17 +36,8 @@ _MATRIX = re.compile(r"^[(\[]?\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.
 _CHOICE = re.compile(r"^\(([A-Ea-e])\)(.*)$|^([A-E])$")  # (C), C, or AMC's "(C) 24"
 _WORD = re.compile(r"[A-Za-z ]*[A-Za-z]{4}[A-Za-z ]*")
 _SEPARATORS = (",", ";", "\\cup")
-_NAME = (
-    r"(?:m?\\(?:angle|overline|triangle|widehat))?\{?(?:[A-Za-z]{1,4}|\\[a-zA-Z]+)(?:_\{?\w{1,3}\}?)?'?\}?"
-)
-_SIMPLE_LABEL = re.compile(  # x_1, PQ, \angle ABC, \sin\theta, (a,b), S_1:S_2, |CD|, f(2), g(f(3))
-    rf"^(?:{_NAME}|\\[a-z]+(?:\^\{{?-?\d\}}?)?{_NAME}|\({_NAME}(?:,{_NAME})+\)|{_NAME}(?::{_NAME})+"
-    rf"|\|{_NAME}\||[A-Za-z](?:\^\{{?-1\}}?|'+)?\((?:[^()=]|\([^()=]*\)){{1,16}}\))$"
-)
-_LABEL_CHARS = re.compile(r"^(?:[A-Za-z(),:|+\-*/{}\[\]'\s]|\\[A-Za-z]+|_\{?\w{1,3}\}?)+$")
 _LABEL_EQUALS = re.compile(r"^([A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)=(?!=)")  # "a=", "x_1=", "\\theta="
 _LETTER_LABEL = re.compile(r"[A-Za-z](?:_\{?\d\}?)?")  # x, b, x_1: labels ordered alphabetically in a tuple
-_SCRIPT = re.compile(r"[\^_](?:\{[^{}]*\}|\\?.)")  # a superscript or subscript: a^2, a_{10}
 _INFINITY = re.compile(r"^[+-]?\\infty$")
 
 
@@ -136,8 +127,8 @@ def _list_parts(parts: list[str]) -> list[str]:
     ``x = 2, x = -3``) and kept when they name several (``a = 8, b = 4`` is compared label by
     label); a restriction such as ``x \\neq 3`` after an answer that is no relation is dropped
     (``x + 3, x \\neq 3``)."""
-    labels = {m.group(1) for p in parts if (m := _LABEL_EQUALS.match(p))}
-    if len(labels) < 2:
+    names = {m.group(1) for p in parts if (m := _LABEL_EQUALS.match(p))}
+    if len(names) < 2:
         parts = [strip_variable(p) for p in parts]
     restrictions = [p for p in parts if "\\neq" in p and relations.intervals(p)]
     if restrictions and any(not relations.RELATION.search(p) for p in parts):
@@ -271,59 +262,20 @@ def _fraction(ratio: Seq) -> str:
 
 
 def _equal_equations(pred, gold, timeout: float) -> bool:
-    """Equations side by side; a labelled chain against anything else by its last side."""
-    pred_value = _labelled_value(pred, broad=True)
-    gold_value = _labelled_value(gold, broad=False)
+    """Equations side by side; a labelled chain against anything else by its last side (``labels``)."""
+    pred_value = labels.labelled_value(pred.sides, broad=True) if isinstance(pred, Equation) else None
+    gold_value = labels.labelled_value(gold.sides, broad=False) if isinstance(gold, Equation) else None
     if isinstance(pred, Equation) and isinstance(gold, Equation):
         if len(pred.sides) == len(gold.sides) == 2 and _same_equation(pred.sides, gold.sides, timeout):
             return True
-        labels = [_label_text(p) for p in (pred, gold)]
-        if pred_value is None or gold_value is None or labels[0] != labels[1]:
+        if pred_value is None or gold_value is None:
+            return False
+        if labels.label_text(pred.sides) != labels.label_text(gold.sides):
             return False
         return equal(parse(pred_value), parse(gold_value), timeout)
     if isinstance(pred, Equation):
         return pred_value is not None and equal(parse(pred_value), gold, timeout)
     return gold_value is not None and equal(pred, parse(gold_value), timeout)
-
-
-def _labelled_value(value, broad: bool) -> str | None:
-    """The last side of a chain whose other sides are labels or constants, else ``None``. With
-    ``broad`` (the answer side), a label is also any expression with no number outside its exponents
-    and subscripts (``a^2 + b^2 = 14``, ``E[X] = 6``), or a LaTeX operator the grader does not evaluate
-    (``\\lim_{x \\to 0} … = 1``, ``\\sum_{k=1}^{10} k^2 = 385``, ``\\lfloor … \\rfloor = 14``); and a
-    chain ending in a constant needs only its first side to be a label (``y = 2x = 6``)."""
-    if not isinstance(value, Equation):
-        return None
-    sides = value.sides[:-1]
-    if broad and len(sides) > 1 and _is_constant(value.sides[-1]):
-        sides = sides[:1]  # y = 2x = 6: a label, the working, then the value
-    for side in sides:
-        if broad and _is_operator(side):
-            continue
-        label = _SIMPLE_LABEL.match(side) or (broad and _is_broad_label(side))
-        if not (label or _is_constant(side)) or "\\infty" in side:
-            return None
-    return value.sides[-1]
-
-
-def _is_broad_label(side: str) -> bool:
-    unscripted = _SCRIPT.sub("", side)
-    return not re.search(r"\d", unscripted) and _LABEL_CHARS.match(unscripted) is not None
-
-
-def _is_operator(side: str) -> bool:
-    """A LaTeX operator applied to something (``\\lim``, ``\\sum``, ``\\int``, ``\\lfloor``) that the
-    grader does not evaluate: the side it equals is its value."""
-    return re.search(r"\\[A-Za-z]", side) is not None and expr.to_python(side) is None
-
-
-def _label_text(value: Equation) -> str:
-    return "=".join(value.sides[:-1]).lower()
-
-
-def _is_constant(text: str) -> bool:
-    python = expr.to_python(text)
-    return python is not None and "v_" not in python
 
 
 def _same_multiset(pred: tuple, gold: tuple, timeout: float) -> bool:

@@ -140,13 +140,21 @@ def _rewrite(text: str) -> str:
     for pattern, new in _RELATIONS:
         text = pattern.sub(new, text)
     text = _BARE_POWER.sub(r"^{\1}", text)
-    if "mod" in text:  # a congruence states its residue: 2^{100} \equiv 2 \pmod{7}
-        text = _MODULUS.sub("", text).rstrip().replace("\\equiv", "=")
+    if "mod" in text:
+        text = _residue(_MODULUS.sub("", text).rstrip())
     unit = _TEXT_UNIT.search(text, max(0, len(text) - 60))
     if unit and re.search(r"\d", text[: unit.start()]) and unit.group(1).strip() not in _KEEP_WORDS:
         scale = unit.group(1).split()[0]  # "3\text{ million units}": the scale is part of the number
         text = text[: unit.start()] + (f" {scale}" if scale in SCALE_WORDS else "")
     return text
+
+
+def _residue(text: str) -> str:
+    """A congruence states its residue: ``2^{100} \\equiv 2`` (its modulus gone) is ``2``, not an
+    equation between a constant and the residue; several congruences read ``\\equiv`` as ``=``."""
+    if text.count("\\equiv") == 1:
+        return text[text.find("\\equiv") + len("\\equiv") :].strip()
+    return text.replace("\\equiv", "=")
 
 
 def _set_builder(text: str) -> str:

@@ -53,6 +53,7 @@ _RESULT_PHRASE = re.compile(
     r"\b(?:result|value|solution|answer)\s+(?:is|equals|=)\s*:?\s*|\bwe\s+(?:get|obtain|have)\s*:?\s*",
     re.IGNORECASE,
 )
+_SUBJECT_COPULA = re.compile(r"\s*(?:is|are|was|equals|=)\s+", re.IGNORECASE)
 _COPULA = re.compile(r"\s(?:is|are|was|equals|=)\s|:\s", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
 _NUMBER_WORDS = (  # "one" is left out: "one of the roots", "the one above" are not values
@@ -120,6 +121,9 @@ def _statement_answer(statement: str, long: bool) -> str | None:
     if phrase is not None:
         statement = statement[phrase.end() :]
     statement = without_qualifier(statement)
+    subject = _after_subject(statement)
+    if subject is not None:  # "The largest $k$ is 27": the math names the quantity, the value follows
+        return None if _HEDGE.search(subject) else tidy(subject) or None
     groups = math_spans(statement)
     if groups:
         return ", ".join(tidy(span) for span in groups[-1])
@@ -149,7 +153,7 @@ def spans_or_text(text: str) -> list[str]:
     anything else is the whole text."""
     text = without_qualifier(text[-MAX_TEXT:])
     groups, outside = math_spans(text), _without_spans(text)
-    if groups and (_ANY_WORD.search(outside) or is_connector(outside)):
+    if groups and (_ANY_WORD.search(outside) or is_connector(outside)) and _after_subject(text) is None:
         return [", ".join(tidy(span) for span in groups[-1])]
     answer = _statement_answer(text, long=False) if _is_prose(text) else tidy(text)  # "The total is 12."
     return [answer] if answer else []
@@ -206,6 +210,15 @@ def _final_statement(text: str) -> str | None:
         if _HAS_VALUE.search(sentence) or bisect.bisect_left(starts, start) < bisect.bisect_left(starts, end):
             return sentence
     return None
+
+
+def _after_subject(statement: str) -> str | None:
+    """What follows "is"/"are"/"equals"/"=" right after the last math span, when it starts with a
+    value ("The largest $k$ is 27" → "27"; "$p$ is the chance of 2 heads" states nothing here)."""
+    spans = _span_ranges(statement)
+    copula = _SUBJECT_COPULA.match(statement, spans[-1][1]) if spans else None
+    rest = statement[copula.end() :] if copula else ""
+    return rest if _VALUE.match(rest) or rest.startswith(("$", "\\(")) else None
 
 
 def _value_after_math(text: str) -> bool:
