@@ -76,6 +76,9 @@ def parse(text: str):
         return Bag((parse(plus), parse(minus)), "pm")
     if "∧" in text:  # relations that must all hold ("x \\leq 2 and x \\neq -1"): their intersection
         return _intervals(relations.intersection(split_top(text, ("∧",))), text)
+    solutions = _labelled_solutions(text) if ";" in text else None
+    if solutions:
+        return Bag(solutions)
     parts = split_top(text, _SEPARATORS)
     if len(parts) > 1:
         items = _elements(_list_parts(parts[:MAX_ELEMENTS]))
@@ -120,6 +123,19 @@ def _union(items: tuple):
     if len(intervals) == len(items):
         return _intervals(intervals, "")
     return Bag(items, "union")
+
+
+def _labelled_solutions(text: str) -> tuple | None:
+    """Solutions written as labelled lists between semicolons (``a=5,b=2;a=7,b=2``), each naming the
+    same variables: a list of solutions, each compared label by label or as a tuple ``(5, 2)``."""
+    groups = split_top(text, (";",))
+    names = [[m.group(1) for p in split_top(g, (",",)) if (m := _LABEL_EQUALS.match(p))] for g in groups]
+    sizes = {len(split_top(g, (",",))) for g in groups}
+    if len(groups) < 2 or len(sizes) != 1 or len(names[0]) != sizes.pop() or len(set(names[0])) < 2:
+        return None
+    if any(sorted(n) != sorted(names[0]) for n in names):
+        return None
+    return tuple(parse(group) for group in groups[:MAX_ELEMENTS])
 
 
 def _list_parts(parts: list[str]) -> list[str]:
@@ -323,7 +339,11 @@ def scalar_equal(pred: str, gold: str, timeout: float) -> bool:
         return True
     left_value, right_value = expr.exact_value(left), expr.exact_value(right)
     if left_value is not None and right_value is not None:
-        return left_value == right_value
+        return (
+            left_value == right_value
+            or numeric.written_to_double(pred, left_value, gold, right_value)
+            or numeric.written_to_double(gold, right_value, pred, left_value)
+        )
     if expr.too_big_for_sympy(left) or expr.too_big_for_sympy(right):
         return False
     verdict = numeric.verdict(left, right)

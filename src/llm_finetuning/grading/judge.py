@@ -24,7 +24,7 @@ import logging
 import re
 import sys
 
-from . import compare, symbolic
+from . import compare, relations, symbolic
 from .extract import answer_slot, final_answers, last_boxes
 from .normalize import normalize
 
@@ -118,6 +118,8 @@ def _equal(pred: str, gold: str, timeout: float) -> bool:
     base = _BASE.match(normal_gold)
     if base:
         return _same_digits(normal_pred, base)
+    if relations.about_argument(normal_pred, normal_gold):  # f(x) > 2 is not x > 2
+        return False
     if compare.equal(compare.parse(normal_pred), compare.parse(normal_gold), timeout):
         return True
     if "=" not in normal_pred + normal_gold:

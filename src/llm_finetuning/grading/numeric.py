@@ -21,8 +21,10 @@ import ast
 import cmath
 import decimal
 import math
+import re
 import zlib
 from decimal import Decimal
+from fractions import Fraction
 
 POINTS = (0.7310585786, 1.4142135623 + 0.5j, -0.3183098862 + 1.2247448714j)  # arbitrary
 DIFFERENT = 1e-9  # relative difference that is certainly not rounding
@@ -39,6 +41,9 @@ FUNCTIONS = {
     "factorial": lambda x: _gamma(x + 1), "binomial": lambda n, k: _binomial(n, k),
 }  # fmt: skip
 CONSTANTS = {"pi": math.pi, "E": math.e, "I": 1j}
+DOUBLE_DIGITS = 12  # a decimal with this many significant digits is a value written out, not a rounding
+DOUBLE_ERROR = Fraction(1, 2**51)  # a few units of a double's rounding, relative
+_DECIMAL = re.compile(r"^-?(\d*)\.(\d+)(?:[eE]([+-]?\d+))?$")
 
 
 _LANCZOS = (
@@ -91,6 +96,31 @@ def verdict(left: str, right: str) -> bool | None:
         if not (a_precise and b_precise and (abs(a - b) <= SAME * scale if scale > 1e-6 else scale < ZERO)):
             identical = False
     return True if identical else _precise_verdict(left, right)
+
+
+def written_to_double(decimal_text: str, value: Fraction, other_text: str, exact: Fraction) -> bool:
+    """Whether the decimal ``decimal_text`` (of value ``value``) is the rational ``exact`` (written
+    ``other_text``, not itself a decimal) printed to the precision of a double: twelve or more
+    significant digits, and either within a few units of a double's rounding of ``exact``
+    (``0.30000000000000004`` for ``\\frac{3}{10}``) or ``exact`` cut or rounded at its last digit
+    (``0.1428571428571428`` or ``0.142857142857`` for ``\\frac{1}{7}``). A shorter decimal is a
+    rounding and stays different (``0.1429``).
+
+    >>> written_to_double("0.1428571428571428", Fraction("0.1428571428571428"), "\\\\frac{1}{7}", Fraction(1, 7))
+    True
+    >>> written_to_double("0.14285714", Fraction("0.14285714"), "\\\\frac{1}{7}", Fraction(1, 7))
+    False
+    """
+    match = _DECIMAL.match(decimal_text)
+    if match is None or _DECIMAL.match(other_text) or value == exact:
+        return False
+    if len((match.group(1) + match.group(2)).lstrip("0")) < DOUBLE_DIGITS:
+        return False
+    error = abs(value - exact)
+    if error <= DOUBLE_ERROR * abs(exact):
+        return True
+    last_digit = Fraction(10) ** (int(match.group(3) or 0) - len(match.group(2)))
+    return error < last_digit and (exact / last_digit).denominator != 1
 
 
 def proportional(left: str, right: str) -> bool | None:

@@ -91,6 +91,9 @@ _REASON_IN_PARENS = re.compile(  # "14 (since 2*7 = 14)": a reason in brackets t
 def slot_answer(text: str) -> str | None:
     """The answer a slot's prose states, by the rules in the module docstring; ``None`` if empty."""
     long = len(text.strip()) > LONG
+    cut = _cut_from_math(text.strip())
+    if cut is not None:
+        return cut
     text = _LEAD_IN.sub("", text[-MAX_TEXT:].strip(), count=1)
     labelled = _LABEL_COLON.match(text)
     if labelled and _HAS_VALUE.search(text, labelled.end()):
@@ -106,6 +109,18 @@ def slot_answer(text: str) -> str | None:
     if statement is None:
         return tidy(text) or None
     return _statement_answer(statement, long)
+
+
+def _cut_from_math(text: str) -> str | None:
+    """An answer cut out of math with its delimiters inside out (``8, 6$ or $4``: it begins and ends
+    inside math) is the math it holds (``8, 6, 4``); ``None`` for anything else."""
+    if "$" not in text or text.startswith("$") or text.endswith("$") or "$$" in text or text.count("$") % 2:
+        return None
+    wrapped = f"${text}$"
+    groups = math_spans(wrapped)
+    if len(groups) != 1 or not is_connector(_without_spans(wrapped)):
+        return None
+    return ", ".join(tidy(span) for span in groups[0])
 
 
 def _statement_answer(statement: str, long: bool) -> str | None:

@@ -25,7 +25,10 @@ Interval = tuple[str, str, str, str]  # opening bracket, low end, high end, clos
 RELATION = re.compile(r"\\leq|\\geq|\\neq|\\lt|\\gt|<|>")
 _OPERATOR = {"<": "<", ">": ">", "\\lt": "<", "\\gt": ">", "\\leq": "<=", "\\geq": ">=", "\\neq": "!="}
 _MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "!=": "!="}
-_VARIABLE = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)$")
+_VARIABLE = re.compile(  # x, x_1, \theta, or a function value f(x), P(t)
+    r"^(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+|[A-Za-z]\((?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)\))$"
+)
+_ARGUMENT = re.compile(r"^[A-Za-z]\((.+)\)$")  # the argument of a function value
 _PYTHON_VARIABLE = re.compile(r"\bv_\w+")
 _INFINITY = "\\infty"
 _ABSOLUTE = re.compile(r"^\|([^|]+)\|$")
@@ -39,13 +42,39 @@ def intervals(text: str) -> list[Interval] | None:
     operators = [_OPERATOR[m] for m in RELATION.findall(text)]
     if len(pieces) == 2 and all(pieces):
         return _one_relation(pieces[0], operators[0], pieces[1])
-    if len(pieces) == 3 and _VARIABLE.match(pieces[1]) and "!=" not in operators:
-        low, first, _, second, high = pieces[0], operators[0], pieces[1], operators[1], pieces[2]
+    if len(pieces) == 3 and all(pieces) and "!=" not in operators:
+        low, first, middle, second, high = pieces[0], operators[0], pieces[1], operators[1], pieces[2]
         if first[0] == second[0] == ">":  # 2 > x >= -1 is -1 <= x < 2
             low, high, first, second = high, low, _MIRROR[second], _MIRROR[first]
-        if first[0] == second[0] == "<":
+        if first[0] == second[0] == "<" and _VARIABLE.match(middle):
             return [("(" if first == "<" else "[", low, high, ")" if second == "<" else "]")]
+        if first[0] == second[0] == "<":  # both bounds hold: 1 <= |w| <= 3, -1 < 2x + 1 < 5
+            return _all_of([_one_relation(middle, _MIRROR[first], low), _one_relation(middle, second, high)])
     return None
+
+
+def subject(text: str) -> str | None:
+    """The variable or function value a relation is about (``x`` in ``-1 < x \\leq 2``, ``f(x)`` in
+    ``f(x) \\geq 2``), or ``None`` when it is not one relation (or chain) about a single subject.
+
+    >>> subject("0<h(t)<3"), subject("x\\geq2"), subject("x+y>1")
+    ('h(t)', 'x', None)
+    """
+    pieces = RELATION.split(text)
+    candidates = pieces[1:2] if len(pieces) == 3 else pieces if len(pieces) == 2 else []
+    found = [p for p in candidates if _VARIABLE.match(p)]
+    return found[0] if len(found) == 1 else None
+
+
+def about_argument(pred: str, gold: str) -> bool:
+    """Whether one relation is about a function value ``f(x)`` and the other about its argument ``x``:
+    ``f(x) > 2`` states where f's values lie, ``x > 2`` where x lies; equal bounds do not make them
+    the same statement."""
+    subjects = subject(pred), subject(gold)
+    if None in subjects:
+        return False
+    arguments = [_ARGUMENT.match(s) for s in subjects]
+    return any(a is not None and a.group(1) == other for a, other in zip(arguments, reversed(subjects)))
 
 
 def intersection(parts: list[str]) -> list[Interval] | None:
