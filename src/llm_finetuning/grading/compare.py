@@ -28,11 +28,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import expr, labels, numeric, relations, symbolic
+from . import expr, labels, matrices, numeric, relations, symbolic
 from .normalize import strip_variable
 
 MAX_ELEMENTS = 64  # longer lists are compared as text only
-_MATRIX = re.compile(r"^[(\[]?\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}[)\]]?$")
+_MATRIX = re.compile(  # one literal: its body holds no other \begin or \end
+    r"^[(\[]?\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?((?:(?!\\(?:begin|end)\{).)*)\\end\{\1\}[)\]]?$"
+)
 _CHOICE = re.compile(r"^\(([A-Ea-e])\)(.*)$|^([A-E])$")  # (C), C, or AMC's "(C) 24"
 _WORD = re.compile(r"[A-Za-z ]*[A-Za-z]{4}[A-Za-z ]*")
 _SEPARATORS = (",", ";", "\\cup")
@@ -56,6 +58,13 @@ class Bag:
 
     items: tuple
     kind: str = "list"
+
+
+@dataclass(frozen=True)
+class MatrixArithmetic:
+    """Matrices with arithmetic around them (``A + B``, ``3A``, ``A^{-1}``) as a sympy expression."""
+
+    python: str
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,9 @@ def parse(text: str):
     sides = split_top(text, ("=",))
     if len(sides) >= 2 and all(sides) and "\\" not in sides[0][-1:]:
         return Equation(tuple(sides[:MAX_ELEMENTS]))
+    arithmetic = matrices.to_python(text)
+    if arithmetic is not None:
+        return MatrixArithmetic(arithmetic)
     if relations.RELATION.search(text):
         return _intervals(relations.intervals(text), text)
     ratio = split_top(text, (":",))
@@ -216,6 +228,9 @@ def equal(pred, gold, timeout: float) -> bool:
     """Structural equality of two ``parse`` results (see the module docstring)."""
     if isinstance(pred, Equation) or isinstance(gold, Equation):
         return _equal_equations(pred, gold, timeout)
+    if isinstance(pred, MatrixArithmetic) or isinstance(gold, MatrixArithmetic):
+        sides = _as_matrix(pred), _as_matrix(gold)
+        return None not in sides and matrices.equal(*sides, timeout)
     if isinstance(gold, Bag) and isinstance(pred, Bag):
         return _same_multiset(pred.items, gold.items, timeout)
     if isinstance(gold, Bag) and gold.kind == "set" and len(gold.items) == 1:
@@ -241,6 +256,19 @@ def equal(pred, gold, timeout: float) -> bool:
         other = gold if ratio is pred else pred
         return isinstance(other, str) and scalar_equal(_fraction(ratio), other, timeout)
     return False
+
+
+def _as_matrix(value) -> str | None:
+    """A matrix, a vector or a tuple (``parse``'s ``Seq``) as a sympy ``Matrix``; ``None`` otherwise."""
+    if isinstance(value, MatrixArithmetic):
+        return value.python
+    if not isinstance(value, Seq) or (value.opening, value.closing) != ("(", ")"):
+        return None
+    rows = [row.items if isinstance(row, Seq) else (row,) for row in value.items]
+    found = [matrices.entries(list(row)) if all(isinstance(i, str) for i in row) else None for row in rows]
+    if None in found or len({len(row) for row in found}) != 1:
+        return None
+    return matrices.matrix(found)
 
 
 def _same_choice(pred_match, pred: str, gold_match, gold: str, timeout: float) -> bool:

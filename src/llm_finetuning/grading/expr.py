@@ -42,8 +42,9 @@ GREEK = {
     "kappa", "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "phi", "varphi", "chi", "psi", "omega",
     "Gamma", "Delta", "Theta", "Lambda", "Sigma", "Phi", "Psi", "Omega",
 }  # fmt: skip
-# Every name to_python can emit; tests pin it equal to symbolic.SAFE_NAMES, the one safelist.
-EMITTED_NAMES = frozenset({*FUNCTIONS.values(), *CONSTANTS.values(), *CALLS})
+MATRIX = "Matrix"  # emitted by matrices.py for a matrix literal in arithmetic (A + B, 3A)
+# Every name the grader emits; tests pin it equal to symbolic.SAFE_NAMES, the one safelist.
+EMITTED_NAMES = frozenset({*FUNCTIONS.values(), *CONSTANTS.values(), *CALLS, MATRIX})
 
 # Known commands first, longest first, so that "\\pir" (spaces removed from "\\pi r") reads as \\pi, r.
 _KNOWN_COMMANDS = sorted(
