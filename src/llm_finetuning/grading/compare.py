@@ -38,7 +38,9 @@ _MATRIX = re.compile(  # one literal: its body holds no other \begin or \end
 _CHOICE = re.compile(r"^\(([A-Ea-e])\)(.*)$|^([A-E])$")  # (C), C, or AMC's "(C) 24"
 _WORD = re.compile(r"[A-Za-z ]*[A-Za-z]{4}[A-Za-z ]*")
 _SEPARATORS = (",", ";", "\\cup")
-_LABEL_EQUALS = re.compile(r"^([A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)=(?!=)")  # "a=", "x_1=", "\\theta="
+_LABEL_EQUALS = re.compile(  # "a=", "x_1=", "\\theta=", "width=" (a word label, normalize)
+    r"^([A-Za-z](?:_\{?\w+\}?)?|[A-Za-z]{3,}|\\[A-Za-z]+)=(?!=)"
+)
 _LETTER_LABEL = re.compile(r"[A-Za-z](?:_\{?\d\}?)?")  # x, b, x_1: labels ordered alphabetically in a tuple
 _INFINITY = re.compile(r"^[+-]?\\infty$")
 

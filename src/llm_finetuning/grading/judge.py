@@ -26,7 +26,7 @@ import sys
 
 from . import compare, relations, symbolic
 from .extract import answer_slot, final_answers, last_boxes
-from .normalize import normalize
+from .normalize import normalize, units_differ
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +103,11 @@ def _matches(slot: str, answers: list[str], gold: str, timeout: float) -> bool:
 
 
 def _equal(pred: str, gold: str, timeout: float) -> bool:
+    """Equal values, and not two different units stripped away (``5 km`` is not ``5 m``)."""
+    return _same_value(pred, gold, timeout) and not units_differ(pred, gold)
+
+
+def _same_value(pred: str, gold: str, timeout: float) -> bool:
     if pred.strip() == gold.strip():
         return bool(pred.strip())
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:

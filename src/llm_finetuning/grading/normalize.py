@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import re
 
-from .words import FUNCTION_WORDS, SCALE_WORDS, fraction_words, number_words, unicode_math
+from .words import FUNCTION_WORDS, SCALE_WORDS, fraction_words, number_words, unicode_math, unit_name
 
 MAX_NORMALIZE_CHARS = 20_000  # beyond this only trivial clean-up is done (hostile or prose)
 
@@ -79,7 +79,7 @@ _TEXT_UNIT = re.compile(
 _BARE_POWER = re.compile(r"\^(\d{2,})")  # plain-text 2^10 means 2^{10}
 _MODULUS = re.compile(r"(?:\\pmod\s*\{?\s*\w+\s*\}?|\(\s*\\?b?mod\s*\{?\s*\w+\s*\}?\s*\))\s*$")
 _BY = re.compile(r"(?<=\d)\s+by\s+(?=-?\d)")  # dimensions: "5 by 8" lists 5 and 8
-_WORD_LABEL = re.compile(r"(?:^|(?<=,))\s*(?<![\\A-Za-z])[A-Za-z]{3,}\s+(?=-?\d)")  # "width 5, length 8"
+_WORD_LABEL = re.compile(r"(?:^|(?<=,))\s*(?<![\\A-Za-z])([A-Za-z]{3,})\s+(?=-?\d)")  # "width 5, length 8"
 _THOUSANDS_SPACED = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _THOUSANDS_BY_SPACE = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")
@@ -91,9 +91,11 @@ _KEEP_WORDS = {"pi", "infty", "sqrt", "frac", "sin", "cos", "tan", "log", "ln", 
 _LEADING_VARIABLE = re.compile(
     r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+|[A-Za-z]\([A-Za-z]\))\s*(?:=|\\in(?![a-z]))(?!=)"
 )
+_UNIT_TAIL = re.compile(r"\d\s*(square\s+|sq\.?\s+|cubic\s+)?([A-Za-z]+)\.?\s*(?:\^\s*\{?([23])\}?)?\s*$")
 _MIXED = re.compile(r"^(-?\d+)\s+(\d+)\s*/\s*(\d+)$")
 _SPACE_BETWEEN_WORDS = re.compile(r"(?<=[A-Za-z])\s+(?=[A-Za-z])")
 _SPACE = re.compile(r"\s+")
+_SPACED_DIGITS = re.compile(r"(?<![\\A-Za-z] )(?<![\\A-Za-z{^_])(\d)\s+(?=\d)(?!\d{3}(?!\d))")  # 3 5, not \frac 1 2
 _OR_AND = re.compile(r"(?<!\s)\s+(?:or|and)\s+")  # starts a run of spaces only: linear
 _AND = re.compile(r"(?<!\s)\s+and\s+|\\wedge(?![a-z])|\\land(?![a-z])")
 _RELATION = re.compile(r"\\leq|\\geq|\\neq|<|>")
@@ -115,7 +117,7 @@ def normalize(text: str, keep_variable: bool = False) -> str:
     text = _numbers_in_words(text)
     text = _strip_units(text)
     text = _BY.sub(",", _or_and(text))
-    text = _WORD_LABEL.sub(" ", text) if "," in text else text  # a list of named values
+    text = _word_labels(text) if "," in text else text
     text = text if keep_variable else strip_variable(text)
     if text.startswith("=") and not text.startswith("=="):  # "area $= 50$": the label stayed in prose
         text = text[1:]
@@ -126,7 +128,36 @@ def normalize(text: str, keep_variable: bool = False) -> str:
     if _SPACE_BETWEEN_WORDS.search(text) and not re.search(r"[\d\\^_{}=]", text):
         text = _SPACE.sub(" ", text).lower()  # a text answer: keep word boundaries, ignore case
         return _TEXT_SETS.get(text, text)
-    return _canonical(_SPACE.sub("", text))
+    return _canonical(_SPACE.sub("", _SPACED_DIGITS.sub(r"\1\\,", text)))
+
+
+def units_differ(pred: str, gold: str) -> bool:
+    """Whether both answers end in a measurement unit and the units differ: units are stripped before
+    comparing (``5 \\text{ cm}`` is ``5``), which must not make ``5 km`` equal ``5 m``.
+
+    >>> units_differ("5 \\\\text{ km}", "5 m"), units_differ("5 cm^2", "5 square centimeters"), units_differ("5 km", "5")
+    (True, False, False)
+    """
+    units = [_unit(text) for text in (pred, gold)]
+    return None not in units and units[0] != units[1]
+
+
+def _unit(text: str) -> str | None:
+    """The measurement unit ``text`` ends in (``cm^2`` for "12 square centimeters"), or ``None``."""
+    tail = _unwrap(text[-80:].replace("$", " ")).replace("\\,", " ").replace("\\ ", " ").rstrip(" .")
+    match = _UNIT_TAIL.search(tail)
+    name = unit_name(match.group(2)) if match else None
+    if name is None:
+        return None
+    power = match.group(3) or {"square": "2", "sq": "2", "cubic": "3"}.get((match.group(1) or "").strip(" ."))
+    return f"{name}^{power}" if power else name
+
+
+def _word_labels(text: str) -> str:
+    """A list of values named by words: one name goes (``width 5, 8``); several become labels
+    (``width=5,length=8``), compared name by name, so ``width 8, length 5`` is not ``width 5, length 8``."""
+    names = {match.group(1).lower() for match in _WORD_LABEL.finditer(text)}
+    return _WORD_LABEL.sub(r"\1=" if len(names) > 1 else " ", text)
 
 
 def _rewrite(text: str) -> str:
