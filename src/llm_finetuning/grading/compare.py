@@ -12,14 +12,15 @@ An answer is read as one of (``parse``):
   interval or a union of them (``relations``; relations joined by ``∧`` by their intersection); a
   ratio ``3:7`` is a sequence too, and a two-term ratio also equals the fraction it makes;
 * an equation or chain ``a = b = c`` — two equations match side by side or up to a constant factor.
-  A chain whose leading sides are labels (``PQ``, ``(a,b)``, ``|CD|``, ``S_1:S_2``, ``f(2)``) or
-  constants (``3^2``) stands for its last side when compared with a non-equation. On the gold side
-  only simple labels count, so a gold equation ``x + y = 5`` is not read as ``5``; on the answer side
-  any expression without numbers outside its exponents may label (``a^2 + b^2 = 14``), and so may an
-  operator the grader does not evaluate (``\\lim … = 3``); ``y = 2x = 6`` is a label, working, a value;
-  an AMC choice ``(C) 24`` answers ``C`` by its letter and ``24`` by its value;
-* a scalar — equal as text, else by exact value (``expr``: Fractions, microseconds), else by a
-  floating-point verdict (``numeric``), else by sympy in a killable worker (``symbolic``) under the
+  A chain whose leading sides only name the quantity stands for its last side when compared with a
+  non-equation (``labels``: ``PQ = 6``, ``\\frac{AE}{EB} = \\frac12``, ``y = 3^2 = 9``; but ``5 = 2p +
+  q`` stays an equation); an AMC choice ``(C) 24`` answers ``C`` by its letter and ``24`` by its value;
+* matrix arithmetic (``A + B``, ``3A``, ``A^{-1}``) — evaluated by sympy in the worker (``matrices``)
+  and compared with a matrix, a vector or a tuple;
+* solutions as labelled lists between semicolons (``a=5,b=2;a=7,b=2``) — a list of solutions;
+* a scalar — equal as text, else by exact value (``expr``: Fractions, microseconds; a decimal of
+  twelve or more significant digits also equals the rational it renders to double precision), else by
+  a floating-point verdict (``numeric``), else by sympy in a killable worker (``symbolic``) under the
   caller's time limit, behind guards against huge powers and factorials.
 """
 

@@ -3,9 +3,13 @@
 One set of functions serves the model's answer, the gold answer and the data layer (which takes its
 gold answers from here), so the two sides of every comparison are read by the same rules.
 
+**The model's own turn** (``own_turn``): a chat-template marker leaked into the text
+(``<|im_end|>``, ``<|eot_id|>``, ``<|endoftext|>``, ``<|im_start|>user`` …) ends it; what follows is
+a turn written for someone else and is never read.
+
 **The slot** (``answer_slot``), first found wins: the last ``<SOLUTION>…</SOLUTION>`` (tags
 configurable), the last ``<answer>…</answer>``; a slot that opens but never closes (a cut-off
-completion) gives ``None``. Without tags the whole completion is searched, but only for explicit
+completion) gives ``None``, unless the turn's end marker closes it. Without tags the whole completion is searched, but only for explicit
 markers (below, steps 1–3): there is no fallback to the last number of a text. A reasoning block is
 passed over: the answer follows the last ``</think>``, and a ``<think>`` that never closes (cut off
 while reasoning) gives no answer; a whole tagged completion inside a slot is read from its

@@ -7,7 +7,9 @@ lists several answers (or as a tuple against a tuple of that length), and only i
 when the gold lists n answers and the last run has fewer boxes, the last n boxes of the slot are
 taken (answers boxed in separate places: "(a) \\boxed{5} … (b) \\boxed{7}"). An answer ``A \\approx B``
 matches when either side does; an answer whose leading ``y =`` normalisation removed is compared again
-as the equation it was when the other side is an equation (``y = -2x + 5`` = ``2x + y = 5``).
+as the equation it was when the other side is an equation (``y = -2x + 5`` = ``2x + y = 5``). Equal
+values with two different measurement units are not equal (``5 km``, ``5 m``), and a relation on a
+function value is not one on its argument (``f(x) > 2``, ``x > 2``).
 Nothing here raises: an internal error is "not equal".
 
 ``start_worker()`` starts the sympy worker in the background (cheap, returns at once); graders call it

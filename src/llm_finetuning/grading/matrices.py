@@ -16,8 +16,8 @@ Anything sympy cannot do (a product of mismatched shapes, a singular inverse) is
 
     >>> to_python("2\\\\begin{pmatrix}1&0\\\\\\\\0&1\\\\end{pmatrix}")
     '2*Matrix(2,2,(1,0,0,1))'
-    >>> to_python("\\\\begin{pmatrix}1&2\\\\end{pmatrix}^T") is None, to_python("\\\\begin{pmatrix}1\\\\end{pmatrix}")
-    (False, None)
+    >>> to_python("\\\\begin{pmatrix}1&2\\\\end{pmatrix}^T"), to_python("\\\\begin{pmatrix}1&2\\\\end{pmatrix}")
+    ('Matrix(2,1,(1,2))', None)
 """
 
 from __future__ import annotations

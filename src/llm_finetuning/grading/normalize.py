@@ -9,7 +9,7 @@
 3. ``\\dfrac``/``\\tfrac``/``\\cfrac`` become ``\\frac``; relations get one spelling (``\\ge``, ``>=``,
    ``\\geqslant`` → ``\\geq``; ``\\lt`` → ``<``; ``!=``, ``\\ne`` → ``\\neq``); ``\\tan^{-1}`` becomes
    ``\\arctan`` (and the other inverse trigonometric functions); ``2^10`` is ``2^{10}``; a congruence
-   gives its residue (a trailing ``\\pmod{7}`` goes, ``\\equiv`` reads as ``=``).
+   gives its residue (``2^{100} \\equiv 2 \\pmod{7}`` is ``2``).
 4. A trailing unit in a text wrapper after a number goes (``5\\text{ m}^3``, ``\\mathrm{m/s^2}``; a scale
    word stays: ``3\\text{ million units}`` is ``3 million``); other
    text wrappers (``\\text``, ``\\textnormal``, ``\\mathrm``, ``\\mathbf``, ``\\operatorname``…) are
@@ -24,14 +24,19 @@
    a lone word answer (``Monday``) is kept.
 9. A word ``or`` / ``and`` between spaces becomes a comma (a list; ``42 or 43`` is then a hedge that
    matches no single answer), and ``by`` between numbers (``5 by 8``); between relations ``and`` is
-   their intersection, written ``∧``. In a list a word naming a value goes (``width 5, length 8``). A
+   their intersection, written ``∧``. In a list a word naming a value goes (``width 5, 8``), or, when
+   several do, becomes a label compared name by name (``width=5,length=8``). A
    leading ``x =``, ``y=``, ``\\theta =``, ``f(x) =`` or ``x \\in`` is removed (one variable on the
    left) unless more equations follow (``a = 4, b = 8``, ``y = 3^2 = 9``); a leading ``=`` goes; other
    equations are kept and compared as equations.
 10. Trailing punctuation (``.``, ``,``, ``;``, ``:``) and surrounding space are removed.
 11. A mixed number written with a space (``2 1/2``) becomes ``2\\frac{1}{2}``; plain-text functions and
     constants get their backslash (``sqrt(18)``, ``25 pi``); then spaces are removed, except between
-    words of a text answer (which then compares case-insensitively).
+    words of a text answer (which then compares case-insensitively) and between two numbers that are
+    not one number with a thousands group (``3\\,5`` is not ``35``).
+
+Units are stripped, so ``units_differ`` tells the verdict when both answers end in a known measurement
+unit and the units differ (``5 km`` is not ``5 m``).
 12. One spelling for a few sets: ``\\varnothing``, ``\\{\\}`` → ``\\emptyset``; ``\\mathbb{R}``, "all real
     numbers", ``(-\\infty, +\\infty)`` → ``(-\\infty,\\infty)``; ``+\\infty`` → ``\\infty``.
 

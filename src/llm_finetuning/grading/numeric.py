@@ -9,7 +9,8 @@ and ``2\\sqrt{2}``, ``1 - 2\\sin^2 x`` and ``\\cos 2x``). When double precision 
 variables or trigonometry, both are evaluated again with 60-digit decimals. Anything else is left to
 sympy (``None``). Distinct expressions that agree to twelve digits at three unrelated points do not
 occur in answers; and unlike sympy, this needs no worker process, so the verdict is instant and the
-same in a cold process as in a warm one.
+same in a cold process as in a warm one. ``written_to_double`` says whether a long decimal is a
+rational printed to double precision (``0.1428571428571428`` for ``\\frac{1}{7}``).
 
     >>> verdict("sqrt(8)", "2*sqrt(2)"), verdict("v_x**(2)", "v_x*v_x"), verdict("(157/50)", "pi")
     (True, True, False)

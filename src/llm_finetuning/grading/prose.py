@@ -4,7 +4,7 @@ A slot may hold a sentence or a whole worked solution instead of a bare answer (
 ``extract``). ``slot_answer`` reads it, first rule that applies:
 
 1. "X is the answer" → X; a leading "Answer" / "Hence" / "So", or a label and colon ("Total: $56"),
-   is dropped.
+   is dropped. An answer cut out of math with its dollars inside out (``8, 6$ or $4``) is its math.
 2. Math without prose (``$$ 14 $$``, ``\\( 14 \\)``, ``$x=3$, $y=4$``) → the math, unless a value
    follows the last math span (``$3x = 12$ Therefore, x = 4.``: a final statement, step 4).
 3. A long slot (a worked solution) that stops mid-sentence or mid-formula states nothing.
@@ -12,7 +12,8 @@ A slot may hold a sentence or a whole worked solution instead of a bare answer (
    from "two" up, a choice "(B)"), so "I hope it is correct." is passed over. In it: what follows the
    last "the result/value/solution is" or "we get", else the last "so"/"hence"/"thus"/"therefore"
    that a value follows; a clause after the answer (", attained when …", ", which …", "because …") is
-   dropped. Then its last group of math spans (spans that only "and"/"or"/commas separate form one
+   dropped. A math span that names the quantity, then "is" and a value, gives the value ("The
+   largest $k$ is 27" → 27; "is at least 27" states nothing). Then its last group of math spans (spans that only "and"/"or"/commas separate form one
    group, read as a list); else, in prose, what follows its last "is"/"are"/"equals"/"="/":"; else its
    one value if it has exactly one and does not hedge or bound it ("maybe 7", "at least 5"); else, in a
    long slot, its last value.

@@ -4,8 +4,11 @@
 ``(opening, low, high, closing)``:
 
 * ``x > 3`` → ``(3, \\infty)``; ``3 \\geq y`` → ``(-\\infty, 3]``; ``x \\neq 3`` → ``(-\\infty, 3) \\cup (3, \\infty)``;
-* ``-1 \\leq x < 2`` and ``2 > x \\geq -1`` → ``[-1, 2)``;
-* a linear relation is solved exactly: ``-y > -2`` → ``(-\\infty, 2)``, ``2x + 1 \\leq 7`` → ``(-\\infty, 3]``.
+* ``-1 \\leq x < 2`` and ``2 > x \\geq -1`` → ``[-1, 2)``; a chain holds both its bounds, whatever
+  its middle: ``1 \\leq |w| \\leq 3`` → ``[-3, -1] \\cup [1, 3]``, ``-1 < 2x + 1 < 5`` → ``(-1, 2)``;
+* a linear relation is solved exactly: ``-y > -2`` → ``(-\\infty, 2)``, ``2x + 1 \\leq 7`` → ``(-\\infty, 3]``;
+* a function value is a subject like a variable (``0 < g(t) < 2`` → ``(0, 2)``), but a relation on
+  ``f(x)`` is never the same statement as one on ``x`` (``about_argument``).
 
 Anything else (two variables, ``x^2 > 4``) gives ``None`` and is compared as text.
 
@@ -57,7 +60,7 @@ def subject(text: str) -> str | None:
     """The variable or function value a relation is about (``x`` in ``-1 < x \\leq 2``, ``f(x)`` in
     ``f(x) \\geq 2``), or ``None`` when it is not one relation (or chain) about a single subject.
 
-    >>> subject("0<h(t)<3"), subject("x\\geq2"), subject("x+y>1")
+    >>> subject("0<h(t)<3"), subject("x\\\\geq2"), subject("x+y>1")
     ('h(t)', 'x', None)
     """
     pieces = RELATION.split(text)

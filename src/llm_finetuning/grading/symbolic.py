@@ -19,7 +19,9 @@ stdin/stdout, not a ``multiprocessing`` spawn/forkserver child: those re-import 
 run again inside the grader. The script needs only sympy and the standard library.
 
 ``SAFE_NAMES`` is the grader's one list of the sympy names an expression may use: ``expr.to_python``
-emits nothing else, and the worker refuses anything else before ``parse_expr`` (which calls ``eval``).
+(and ``matrices``, for ``Matrix``) emits nothing else, and the worker refuses anything else before
+``parse_expr`` (which calls ``eval``). The worker's comparisons are a registry, ``_RELATIONS``:
+expressions equal, equations proportional, matrices the same.
 ``equal(a, b, timeout)`` takes two ``expr.to_python`` strings and returns True, False, or None when
 sympy could not decide in time. Try ``python -m llm_finetuning.grading.symbolic``.
 """
