@@ -71,6 +71,8 @@ COMPLETIONS = [
     ("conclusion", "<SOLUTION>There are 4 red and 6 blue marbles, so 10 in all.</SOLUTION>", "10", True),
     ("lead-in", "<SOLUTION>Total: 56 or 57</SOLUTION>", "56", False),
     ("lead-in", "<SOLUTION>Total: 56</SOLUTION>", "56", True),
+    ("boxes before the last", "<SOLUTION>\\boxed{3}, \\boxed{4}</SOLUTION>", "3", False),
+    ("boxes before the last", "<SOLUTION>\\boxed{3}, \\boxed{4}</SOLUTION>", "4", True),
 ]  # fmt: skip
 
 
