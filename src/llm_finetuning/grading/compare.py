@@ -310,19 +310,18 @@ def _fraction(ratio: Seq) -> str:
 
 def _equal_equations(pred, gold, timeout: float) -> bool:
     """Equations side by side; a labelled chain against anything else by its last side (``labels``)."""
-    pred_value = labels.labelled_value(pred.sides, broad=True) if isinstance(pred, Equation) else None
-    gold_value = labels.labelled_value(gold.sides, broad=False) if isinstance(gold, Equation) else None
     if isinstance(pred, Equation) and isinstance(gold, Equation):
         if len(pred.sides) == len(gold.sides) == 2 and _same_equation(pred.sides, gold.sides, timeout):
             return True
-        if pred_value is None or gold_value is None:
-            return False
         if labels.label_text(pred.sides) != labels.label_text(gold.sides):
             return False
-        return equal(parse(pred_value), parse(gold_value), timeout)
+        values = labels.labelled_value(pred.sides, broad=True), labels.labelled_value(gold.sides, broad=False)
+        return None not in values and equal(parse(values[0]), parse(values[1]), timeout)
     if isinstance(pred, Equation):
-        return pred_value is not None and equal(parse(pred_value), gold, timeout)
-    return gold_value is not None and equal(pred, parse(gold_value), timeout)
+        value = labels.labelled_value(pred.sides, broad=True)
+        return value is not None and equal(parse(value), gold, timeout)
+    value = labels.labelled_value(gold.sides, broad=False)
+    return value is not None and equal(pred, parse(value), timeout)
 
 
 def _same_multiset(pred: tuple, gold: tuple, timeout: float) -> bool:

@@ -62,8 +62,8 @@ _FILLER = re.compile(
 _HAS_VALUE = re.compile(r"\d|\\[a-zA-Z]")
 _NUMBER = re.compile(r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)")  # thousands separators allowed: 1,234.5
 _TURN_MARKER = re.compile(  # chat-template markers that end a turn or begin the next one
-    r"<\|(?:im_end|im_start|eot_id|eom_id|start_header_id|endoftext|end_of_text|end|user|system)\|>"
-    r"|<(?:end|start)_of_turn>|</s>|<eos>"
+    r"<(?:\|(?:im_end|im_start|eot_id|eom_id|start_header_id|endoftext|end_of_text|end|user|system)\|"
+    r"|(?:end|start)_of_turn|/s|eos)>"
 )
 _OWN_HEADER = re.compile(  # the model's own turn header, when the completion repeats it
     r"^\s*(?:<\|begin_of_text\|>|<s>|<bos>)?\s*(?:<\|im_start\|>\s*assistant"

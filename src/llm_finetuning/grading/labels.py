@@ -42,19 +42,23 @@ def labelled_value(sides: tuple[str, ...], broad: bool) -> str | None:
     else ``None``. With ``broad`` (the answer side) a label may be any expression without numbers or
     an operator the grader does not evaluate, and a chain ending in a constant needs only its first
     side to be a label (``y = 2x = 6``: a label, the working, then the value)."""
-    last = sides[-1]
+    last = None  # the last side's value as a constant, () when it is none; read when first needed
     for index, side in enumerate(sides[:-1]):
-        working = index > 0 and _is_constant(last) and not _is_constant(side)
-        if broad and (_is_operator(side) or working):
-            continue
-        if _is_constant(side) and "\\infty" not in side:
-            if not _same_constant(side, last):
+        python = expr.to_python(side)
+        constant = _constant(python)
+        if last is None and (constant is not None or (broad and index > 0)):
+            last = _constant_value(sides[-1])
+        operator = python is None and re.search(r"\\[A-Za-z]", side) is not None  # \lim, \sum: not evaluated
+        if broad and (operator or (index > 0 and last and constant is None)):
+            continue  # an operator's value, or the working between a label and the value
+        if constant is not None and "\\infty" not in side:
+            if not last or not _same_value(_value(constant), last):
                 return None
             continue
         label = _SIMPLE_LABEL.match(side) or (broad and _is_broad_label(side))
         if not label or "\\infty" in side:
             return None
-    return last
+    return sides[-1]
 
 
 def label_text(sides: tuple[str, ...]) -> str:
@@ -67,24 +71,34 @@ def _is_broad_label(side: str) -> bool:
     return not re.search(r"\d", unscripted) and _LABEL_CHARS.match(unscripted) is not None
 
 
-def _is_operator(side: str) -> bool:
-    """A LaTeX operator applied to something (``\\lim``, ``\\sum``, ``\\int``, ``\\lfloor``) that the
-    grader does not evaluate: the side it equals is its value."""
-    return re.search(r"\\[A-Za-z]", side) is not None and expr.to_python(side) is None
+def _constant(python: str | None) -> str | None:
+    """An ``expr`` expression when it is a constant (no variable), else ``None``."""
+    return python if python is not None and "v_" not in python else None
 
 
-def _is_constant(text: str) -> bool:
-    python = expr.to_python(text)
-    return python is not None and "v_" not in python
+def _constant_value(text: str) -> tuple:
+    """``_value`` of ``text`` when it is a constant, else ``()``."""
+    constant = _constant(expr.to_python(text))
+    return _value(constant) if constant is not None else ()
 
 
-def _same_constant(side: str, last: str) -> bool:
-    """Whether the constant ``side`` has the value of ``last`` (itself a constant): exactly, or by the
-    floating-point verdict when either is irrational (``\\sqrt{8} = 2\\sqrt{2}``)."""
-    if not _is_constant(last):
+def _value(constant: str) -> tuple:
+    """A constant's exact value (``None`` when irrational) and its value in double precision (``None``
+    when doubles cannot hold it)."""
+    exact = expr.exact_value(constant)
+    if exact is None:
+        return None, numeric.constant_value(constant)
+    try:
+        return exact, complex(exact)
+    except OverflowError:
+        return exact, None
+
+
+def _same_value(side: tuple, last: tuple) -> bool:
+    """Whether two constants have one value: exactly, or to nine digits when either is irrational
+    (``\\sqrt{8} = 2\\sqrt{2}``); a value the grader cannot compute is not taken on trust."""
+    if side[0] is not None and last[0] is not None:
+        return side[0] == last[0]
+    if side[1] is None or last[1] is None:
         return False
-    left, right = expr.to_python(side), expr.to_python(last)
-    exact = expr.exact_value(left), expr.exact_value(right)
-    if None not in exact:
-        return exact[0] == exact[1]
-    return not expr.too_big_for_sympy(left + "+" + right) and numeric.verdict(left, right) is not False
+    return abs(side[1] - last[1]) <= 1e-9 * max(1.0, abs(side[1]), abs(last[1]))

@@ -96,6 +96,7 @@ _KEEP_WORDS = {"pi", "infty", "sqrt", "frac", "sin", "cos", "tan", "log", "ln", 
 _LEADING_VARIABLE = re.compile(
     r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+|[A-Za-z]\([A-Za-z]\))\s*(?:=|\\in(?![a-z]))(?!=)"
 )
+_LETTER = re.compile(r"[A-Za-z]")
 _UNIT_TAIL = re.compile(r"\d\s*(square\s+|sq\.?\s+|cubic\s+)?([A-Za-z]+)\.?\s*(?:\^\s*\{?([23])\}?)?\s*$")
 _MIXED = re.compile(r"^(-?\d+)\s+(\d+)\s*/\s*(\d+)$")
 _SPACE_BETWEEN_WORDS = re.compile(r"(?<=[A-Za-z])\s+(?=[A-Za-z])")
@@ -133,7 +134,8 @@ def normalize(text: str, keep_variable: bool = False) -> str:
     if _SPACE_BETWEEN_WORDS.search(text) and not re.search(r"[\d\\^_{}=]", text):
         text = _SPACE.sub(" ", text).lower()  # a text answer: keep word boundaries, ignore case
         return _TEXT_SETS.get(text, text)
-    return _canonical(_SPACE.sub("", _SPACED_DIGITS.sub(r"\1\\,", text)))
+    spaced = _SPACED_DIGITS.sub(r"\1\\,", text) if " " in text or "\n" in text or "\t" in text else text
+    return _canonical(_SPACE.sub("", spaced))
 
 
 def units_differ(pred: str, gold: str) -> bool:
@@ -143,12 +145,14 @@ def units_differ(pred: str, gold: str) -> bool:
     >>> units_differ("5 \\\\text{ km}", "5 m"), units_differ("5 cm^2", "5 square centimeters"), units_differ("5 km", "5")
     (True, False, False)
     """
-    units = [_unit(text) for text in (pred, gold)]
-    return None not in units and units[0] != units[1]
+    gold_unit = _unit(gold)  # most golds have none: then the answer's is not read
+    return gold_unit is not None and _unit(pred) not in (None, gold_unit)
 
 
 def _unit(text: str) -> str | None:
     """The measurement unit ``text`` ends in (``cm^2`` for "12 square centimeters"), or ``None``."""
+    if not _LETTER.search(text, max(0, len(text) - 40)):  # a plain number: no unit (most answers)
+        return None
     tail = _unwrap(text[-80:].replace("$", " ")).replace("\\,", " ").replace("\\ ", " ").rstrip(" .")
     match = _UNIT_TAIL.search(tail)
     name = unit_name(match.group(2)) if match else None
@@ -161,8 +165,8 @@ def _unit(text: str) -> str | None:
 def _word_labels(text: str) -> str:
     """A list of values named by words: one name goes (``width 5, 8``); several become labels
     (``width=5,length=8``), compared name by name, so ``width 8, length 5`` is not ``width 5, length 8``."""
-    names = {match.group(1).lower() for match in _WORD_LABEL.finditer(text)}
-    return _WORD_LABEL.sub(r"\1=" if len(names) > 1 else " ", text)
+    names = {name.lower() for name in _WORD_LABEL.findall(text)}
+    return _WORD_LABEL.sub(r"\1=" if len(names) > 1 else " ", text) if names else text
 
 
 def _rewrite(text: str) -> str:

@@ -140,6 +140,12 @@ def proportional(left: str, right: str) -> bool | None:
     return True if spread <= SAME * 100 else None
 
 
+def constant_value(expression: str) -> complex | None:
+    """The value of a constant expression in double precision, or ``None`` when it cannot be
+    evaluated or is not finite (bounded like every evaluation here: huge powers are refused)."""
+    return _value(expression, POINTS[0])[0]
+
+
 def _value(expression: str, point: complex) -> tuple[complex | None, bool]:
     """The expression's value at ``point`` (``None`` if it cannot be evaluated or is not finite) and
     whether double precision resolves it."""

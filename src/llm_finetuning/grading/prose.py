@@ -117,6 +117,8 @@ def _cut_from_math(text: str) -> str | None:
     inside math) is the math it holds (``8, 6, 4``); ``None`` for anything else."""
     if "$" not in text or text.startswith("$") or text.endswith("$") or "$$" in text or text.count("$") % 2:
         return None
+    if _ANY_WORD.search(text, 0, text.find("$")):  # prose before the first dollar: not math cut out
+        return None
     wrapped = f"${text}$"
     groups = math_spans(wrapped)
     if len(groups) != 1 or not is_connector(_without_spans(wrapped)):

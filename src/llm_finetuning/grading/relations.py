@@ -73,6 +73,8 @@ def about_argument(pred: str, gold: str) -> bool:
     """Whether one relation is about a function value ``f(x)`` and the other about its argument ``x``:
     ``f(x) > 2`` states where f's values lie, ``x > 2`` where x lies; equal bounds do not make them
     the same statement."""
+    if "(" not in pred and "(" not in gold:  # no function value on either side
+        return False
     subjects = subject(pred), subject(gold)
     if None in subjects:
         return False
