@@ -7,6 +7,11 @@ import pytest
 
 from llm_finetuning.grading import grade, is_equivalent
 
+LONG_MATRIX = (  # longer than a worked solution's threshold, but math alone
+    "\\begin{pmatrix} \\frac{1}{3} & -\\frac{2}{5} & \\frac{4}{7} \\\\ \\frac{8}{9} & -\\frac{10}{11} & \\frac{12}{13}"
+    " \\\\ \\frac{14}{15} & \\frac{16}{17} & -\\frac{19}{20} \\end{pmatrix}"
+)
+
 # (rule, answer, gold, expected)
 ANSWERS = [
     ("leading variable", "x = 2y", "2", False),
@@ -71,6 +76,8 @@ COMPLETIONS = [
     ("conclusion", "<SOLUTION>There are 4 red and 6 blue marbles, so 10 in all.</SOLUTION>", "10", True),
     ("lead-in", "<SOLUTION>Total: 56 or 57</SOLUTION>", "56", False),
     ("lead-in", "<SOLUTION>Total: 56</SOLUTION>", "56", True),
+    ("worked solution", "<SOLUTION>\\boxed{20}</SOLUTION>", LONG_MATRIX, False),
+    ("worked solution", f"<SOLUTION>{LONG_MATRIX}</SOLUTION>", LONG_MATRIX, True),
     ("boxes before the last", "<SOLUTION>\\boxed{3}, \\boxed{4}</SOLUTION>", "3", False),
     ("boxes before the last", "<SOLUTION>\\boxed{3}, \\boxed{4}</SOLUTION>", "4", True),
 ]  # fmt: skip

@@ -45,6 +45,7 @@ _SPAN_OPEN = re.compile(r"(?<!\\)\$\$|(?<!\\)\$|\\\[|\\\(")
 _SPAN_CLOSE = {"$$": re.compile(r"(?<!\\)\$\$"), "$": re.compile(r"(?<!\\)\$"),
                "\\[": re.compile(r"\\\]"), "\\(": re.compile(r"\\\)")}  # fmt: skip
 _WORD = re.compile(r"(?<![\\A-Za-z])(?!(?:and|or)\b)[A-Za-z][a-z]+")  # "It", "is"; not PQ, x, \frac
+_ENVIRONMENT = re.compile(r"\\(?:begin|end)\{[A-Za-z*]+\}")
 _ANY_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _LEAD_IN = re.compile(
     r"^(?:\**\s*(?:final\s+)?answer\s*\**\s*:?\s*\**|(?:hence|thus|so|therefore|then)\b,?)\s*", re.IGNORECASE
@@ -246,7 +247,10 @@ def _value_after_math(text: str) -> bool:
 
 
 def _is_prose(text: str) -> bool:
-    """Two or more words (not LaTeX commands, single letters, labels such as ``PQ``, "and"/"or")."""
+    """Two or more words (not LaTeX commands or environment names, single letters, labels such as
+    ``PQ``, "and"/"or"): a long matrix is math, not a worked solution to read for its last value."""
+    if "\\begin{" in text:
+        text = _ENVIRONMENT.sub(" ", text)
     return len(_WORD.findall(text)) >= 2
 
 
