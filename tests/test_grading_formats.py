@@ -34,12 +34,15 @@ ANSWERS = [
     ("interval", "2 \\le |u| \\le 5", "[-5, -2] \\cup [2, 5]", True),
     ("interval", "2 \\le |u| \\le 5", "[2, 5]", False),
     ("interval", "-3 \\le 2t + 1 < 7", "[-2, 3)", True),
+    ("interval", "4 \\ge |z|", "[-4, 4]", True),
     ("solution set", "(3, 8), (8, 3)", "(8, 3) or (3, 8)", True),
     ("solution set", "(3, 8)", "(8, 3) or (3, 8)", False),
     ("solution set", "9, 7, 2", "9, 7$ or $2", True),
     ("solution set", "9, 7", "9, 7$ or $2", False),
     ("solution set", "(1, 3), (4, 3)", "p=1, q=3; p=4, q=3", True),
     ("solution set", "(3, 1), (3, 4)", "p=1, q=3; p=4, q=3", False),
+    ("solution set", "p=1, q=3 \\text{ or } p=4, q=3", "(4, 3), (1, 3)", True),
+    ("solution set", "p=1, q=3 \\text{ or } p=3, q=4", "(4, 3), (1, 3)", False),
     ("named gold", "5:12", "V_A : V_B = 5 : 12", True),
     ("named gold", "12:5", "V_A : V_B = 5 : 12", False),
     ("named gold", "\\frac{4}{9}", "[PQR] : [XYZ] = 4 : 9", True),
@@ -61,6 +64,8 @@ ANSWERS = [
     ("matrix", A + "^T", matrix("3 & 0", "1 & 2"), True),
     ("matrix", matrix("1", "2") + " - " + matrix("3", "5"), "(-2, -3)", True),
     ("matrix", matrix("1 & 2") + " + " + matrix("1", "2"), "(2, 4)", False),
+    ("matrix", matrix("2", "5") + "^T" + matrix("3", "1"), "11", True),  # a 1 x 1 result is its entry
+    ("matrix", matrix("2", "5") + matrix("3", "1") + "^T", "11", False),  # the outer product
 ]
 
 # (format, completion, gold, expected)

@@ -88,7 +88,7 @@ def parse(text: str):
         return Bag((parse(plus), parse(minus)), "pm")
     if "∧" in text:  # relations that must all hold ("x \\leq 2 and x \\neq -1"): their intersection
         return _intervals(relations.intersection(split_top(text, ("∧",))), text)
-    solutions = _labelled_solutions(text) if ";" in text else None
+    solutions = _labelled_solutions(text) if "=" in text and ("," in text or ";" in text) else None
     if solutions:
         return Bag(solutions)
     parts = split_top(text, _SEPARATORS)
@@ -141,16 +141,20 @@ def _union(items: tuple):
 
 
 def _labelled_solutions(text: str) -> tuple | None:
-    """Solutions written as labelled lists between semicolons (``a=5,b=2;a=7,b=2``), each naming the
-    same variables: a list of solutions, each compared label by label or as a tuple ``(5, 2)``."""
-    groups = split_top(text, (";",))
-    names = [[m.group(1) for p in split_top(g, (",",)) if (m := _LABEL_EQUALS.match(p))] for g in groups]
-    sizes = {len(split_top(g, (",",))) for g in groups}
-    if len(groups) < 2 or len(sizes) != 1 or len(names[0]) != sizes.pop() or len(set(names[0])) < 2:
+    """Solutions written as labelled lists, each naming the same variables: between semicolons
+    (``a=5,b=2;a=7,b=2``) or one after another (``a=5,b=2,a=7,b=2``, from "… and …"); a list of
+    solutions, each compared label by label or as a tuple ``(5, 2)``. ``None`` for anything else."""
+    parts = [split_top(group, (",",)) for group in split_top(text, (";",))]
+    if len(parts) == 1:  # no semicolon: groups of the labels, repeated in turn
+        names = {m.group(1) for p in parts[0] if (m := _LABEL_EQUALS.match(p))}
+        size = len(names)
+        parts = [parts[0][i : i + size] for i in range(0, len(parts[0]), size)] if size > 1 else parts
+    names = [sorted(m.group(1) for p in group if (m := _LABEL_EQUALS.match(p))) for group in parts]
+    if len(parts) < 2 or len(set(names[0])) < 2:
         return None
-    if any(sorted(n) != sorted(names[0]) for n in names):
+    if any(name != names[0] or len(group) != len(name) for name, group in zip(names, parts)):
         return None
-    return tuple(parse(group) for group in groups[:MAX_ELEMENTS])
+    return tuple(parse(",".join(group)) for group in parts[:MAX_ELEMENTS])
 
 
 def _list_parts(parts: list[str]) -> list[str]:
@@ -262,9 +266,13 @@ def equal(pred, gold, timeout: float) -> bool:
 
 
 def _as_matrix(value) -> str | None:
-    """A matrix, a vector or a tuple (``parse``'s ``Seq``) as a sympy ``Matrix``; ``None`` otherwise."""
+    """A matrix, a vector, a tuple (``parse``'s ``Seq``) or a scalar as a sympy ``Matrix``; ``None``
+    otherwise."""
     if isinstance(value, MatrixArithmetic):
         return value.python
+    if isinstance(value, str):  # a scalar is the 1 x 1 matrix u^T v gives
+        found = matrices.entries([value])
+        return matrices.matrix([found]) if found else None
     if not isinstance(value, Seq) or (value.opening, value.closing) != ("(", ")"):
         return None
     rows = [row.items if isinstance(row, Seq) else (row,) for row in value.items]

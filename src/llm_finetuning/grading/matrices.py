@@ -15,9 +15,9 @@ expressions are the same matrix: same shape (a vector may be a row or a column),
 Anything sympy cannot do (a product of mismatched shapes, a singular inverse) is "not equal".
 
     >>> to_python("2\\\\begin{pmatrix}1&0\\\\\\\\0&1\\\\end{pmatrix}")
-    '2*Matrix(2,2,(1,0,0,1))'
+    '2*Matrix(2,2,(1,0,0,1,))'
     >>> to_python("\\\\begin{pmatrix}1&2\\\\end{pmatrix}^T"), to_python("\\\\begin{pmatrix}1&2\\\\end{pmatrix}")
-    ('Matrix(2,1,(1,2))', None)
+    ('Matrix(2,1,(1,2,))', None)
 """
 
 from __future__ import annotations
@@ -64,9 +64,9 @@ def matrix(rows: list[list[str]]) -> str:
     """Rows of ``expr.to_python`` entries as a sympy ``Matrix``; a list of single entries is a column.
 
     >>> matrix([["1", "2"], ["3", "4"]]), matrix([["5"], ["6"]])
-    ('Matrix(2,2,(1,2,3,4))', 'Matrix(2,1,(5,6))')
+    ('Matrix(2,2,(1,2,3,4,))', 'Matrix(2,1,(5,6,))')
     """
-    flat = ",".join(entry for row in rows for entry in row)
+    flat = "".join(entry + "," for row in rows for entry in row)  # a tuple, of one entry too
     return f"{expr.MATRIX}({len(rows)},{len(rows[0])},({flat}))"
 
 

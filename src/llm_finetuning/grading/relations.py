@@ -152,8 +152,8 @@ def _value(endpoint: str) -> float:
 
 
 def _one_relation(left: str, op: str, right: str) -> list[Interval] | None:
-    if _VARIABLE.match(right) and not _VARIABLE.match(left):  # 3 < x  ==  x > 3
-        left, right, op = right, left, _MIRROR[op]
+    if (_VARIABLE.match(right) or _ABSOLUTE.match(right)) and not (_VARIABLE.match(left) or _ABSOLUTE.match(left)):
+        left, right, op = right, left, _MIRROR[op]  # 3 < x  ==  x > 3;  3 >= |z|  ==  |z| <= 3
     absolute = _ABSOLUTE.match(left)
     if absolute and op != "!=":  # |x - 1| < 3  ==  -3 < x - 1 < 3
         return _absolute(absolute.group(1), op, right)
