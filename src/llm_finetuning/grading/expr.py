@@ -17,6 +17,7 @@ is the matching guard before numeric or symbolic comparison.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 from fractions import Fraction
@@ -28,6 +29,7 @@ MAX_FACTORIAL = 2_000
 MAX_SYMPY_EXPONENT = 1_000
 MAX_SCIENTIFIC_EXPONENT = 1_000  # 1e999999 would build a million-digit integer
 MAX_SYMBOLIC_CHOOSE = 50  # binom(n, k) with a variable n is a polynomial of degree k
+CACHE_SIZE = 4096  # both functions below are pure: one grading converts the same sides many times
 
 FUNCTIONS = {
     "sin": "sin", "cos": "cos", "tan": "tan", "sec": "sec", "csc": "csc", "cot": "cot",
@@ -64,6 +66,7 @@ class _Unsupported(Exception):
     """The text is outside the LaTeX subset ``to_python`` understands."""
 
 
+@functools.lru_cache(maxsize=CACHE_SIZE)
 def to_python(latex: str) -> str | None:
     """``latex`` as a Python expression over ``NAMES`` and ``v_*`` variables, or ``None``.
 
@@ -264,6 +267,7 @@ def _repeating(prefix: str, repeated: str) -> str:
     return f"({value.numerator}/{value.denominator})"
 
 
+@functools.lru_cache(maxsize=CACHE_SIZE)
 def exact_value(expression: str) -> Fraction | None:
     """The rational value of a ``to_python`` expression, or ``None`` when it is not plain rational
     arithmetic or its result would exceed ``MAX_BITS``."""
