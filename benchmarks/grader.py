@@ -24,7 +24,9 @@ Cases are JSON lines ``{"completion" | "completion_parts", "gold" | "gold_parts"
 "category"}``, optionally ``"source"``; ``*_parts`` is ``[[text, times], ...]`` so megabyte-long
 hostile inputs stay small on disk. ``"source": "independent"`` marks cases a second author wrote from
 the answers models write, without the grader's rules at hand; the grader was measured on them before it
-was changed for them (docs/benchmarks.md). Results go in docs/benchmarks.md, section "Grader".
+was changed for them (docs/benchmarks.md); ``"source": "batch9"`` marks a batch in nine formats where
+the grader was weak, committed before it was changed for them. Results go in docs/benchmarks.md,
+section "Grader".
 """
 
 from __future__ import annotations

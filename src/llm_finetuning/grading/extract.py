@@ -9,11 +9,11 @@ a turn written for someone else and is never read.
 
 **The slot** (``answer_slot``), first found wins: the last ``<SOLUTION>…</SOLUTION>`` (tags
 configurable), the last ``<answer>…</answer>``; a slot that opens but never closes (a cut-off
-completion) gives ``None``, unless the turn's end marker closes it. Without tags the whole completion is searched, but only for explicit
-markers (below, steps 1–3): there is no fallback to the last number of a text. A reasoning block is
-passed over: the answer follows the last ``</think>``, and a ``<think>`` that never closes (cut off
-while reasoning) gives no answer; a whole tagged completion inside a slot is read from its
-``<answer>…</answer>``.
+completion) gives ``None``, unless the turn's end marker closes it. Without tags the whole completion
+is searched, but only for explicit markers (below, steps 1–3): there is no fallback to the last number
+of a text. A reasoning block is passed over: the answer follows the last ``</think>``, and a
+``<think>`` that never closes (cut off while reasoning) gives no answer; a whole tagged completion
+inside a slot is read from its ``<answer>…</answer>``.
 
 **The final answer in a slot** (``final_answers``), first rule that applies:
 

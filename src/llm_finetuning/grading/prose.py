@@ -13,8 +13,8 @@ A slot may hold a sentence or a whole worked solution instead of a bare answer (
    last "the result/value/solution is" or "we get", else the last "so"/"hence"/"thus"/"therefore"
    that a value follows; a clause after the answer (", attained when …", ", which …", "because …") is
    dropped. A math span that names the quantity, then "is" and a value, gives the value ("The
-   largest $k$ is 27" → 27; "is at least 27" states nothing). Then its last group of math spans (spans that only "and"/"or"/commas separate form one
-   group, read as a list); else, in prose, what follows its last "is"/"are"/"equals"/"="/":"; else its
+   largest $k$ is 27" → 27; "is at least 27" states nothing). Then its last group of math spans
+   (spans that only "and"/"or"/commas separate form one group, read as a list); else, in prose, what follows its last "is"/"are"/"equals"/"="/":"; else its
    one value if it has exactly one and does not hedge or bound it ("maybe 7", "at least 5"); else, in a
    long slot, its last value.
 5. Prose with no value at all (``Monday``, ``no solution``) is the answer as written.

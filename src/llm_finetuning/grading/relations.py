@@ -152,8 +152,8 @@ def _value(endpoint: str) -> float:
 
 
 def _one_relation(left: str, op: str, right: str) -> list[Interval] | None:
-    if (_VARIABLE.match(right) or _ABSOLUTE.match(right)) and not (_VARIABLE.match(left) or _ABSOLUTE.match(left)):
-        left, right, op = right, left, _MIRROR[op]  # 3 < x  ==  x > 3;  3 >= |z|  ==  |z| <= 3
+    if _is_subject(right) and not _is_subject(left):  # 3 < x  ==  x > 3;  3 >= |z|  ==  |z| <= 3
+        left, right, op = right, left, _MIRROR[op]
     absolute = _ABSOLUTE.match(left)
     if absolute and op != "!=":  # |x - 1| < 3  ==  -3 < x - 1 < 3
         return _absolute(absolute.group(1), op, right)
@@ -167,6 +167,10 @@ def _one_relation(left: str, op: str, right: str) -> list[Interval] | None:
     if op.startswith("<"):
         return [("(", "-" + _INFINITY, right, ")" if op == "<" else "]")]
     return [("(" if op == ">" else "[", right, _INFINITY, ")")]
+
+
+def _is_subject(side: str) -> bool:
+    return _VARIABLE.match(side) is not None or _ABSOLUTE.match(side) is not None
 
 
 def _absolute(inside: str, op: str, bound: str) -> list[Interval] | None:
