@@ -38,7 +38,8 @@ def warm_worker():
 FORMAT_CATEGORIES = [
     "sentences_in_slot", "several_boxed", "labels", "relations", "plain_text_notation", "unicode",
     "fraction_commands", "units_text", "thousands", "empty_and_real_sets", "inverse_trig", "matrices",
-    "semicolon_tuples", "number_words", "identities", "long_outputs",
+    "semicolon_tuples", "number_words", "identities", "long_outputs", "closing_lines", "chat_markers",
+    "equations", "decimals",
 ]  # fmt: skip
 
 

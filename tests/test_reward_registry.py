@@ -98,8 +98,9 @@ def test_unknown_name_lists_valid_names_and_the_closest():
         (
             "check_answer",
             {"preset": "unsloth"},
-            "parameter 'preset' must be one of ['unsloth_qwen3_notebook']",
+            "parameter 'preset' must be one of ['graded', 'unsloth_qwen3_notebook']",
         ),
+        ("check_answer", {"exact_match": "sympy"}, "parameter 'exact_match': expected one of string, grader"),
         ("check_answer", {"solution_start": ""}, "parameter 'solution_start' must be a non-empty tag"),
         ("check_answer", {"eos_texts": [1, 2]}, "parameter 'eos_texts'[0]: expected str, got 1 (int)"),
         ("check_answer", {"eos_texts": "</s>"}, "parameter 'eos_texts': expected a list, got '</s>'"),
@@ -139,6 +140,15 @@ def test_presets_reproduce_the_unsloth_notebook_ranges_and_explicit_params_win()
         -3.0,
         5.0,
     )
+
+
+def test_the_graded_preset_keeps_the_notebook_values_and_asks_the_grader():
+    graded = get_reward("check_answer", preset="graded")
+    assert graded.bounds() == get_reward("check_answer").bounds()
+    assert (graded.exact_match, graded.uses_grader) == ("grader", True)
+    assert get_reward("check_answer").uses_grader is False
+    combined = get_reward("check_answer", preset="unsloth_qwen3_notebook", exact_match="grader")
+    assert (combined.exact_match, combined.bounds()) == ("grader", (-4.5, 5.0))
 
 
 @dataclass

@@ -12,6 +12,7 @@ from llm_finetuning.rewards import get_reward
 SOLVED = "2 + 2 = 4, so the sum is 4.\n<end_working_out>\n<SOLUTION>{}</SOLUTION>"
 XML = "<reasoning>\nAdd 70 and 2.\nThat is 72.\n</reasoning>\n<answer>\n{}\n</answer>\n"
 UNSLOTH = {"preset": "unsloth_qwen3_notebook"}
+GRADED = {"preset": "graded"}
 
 # (reward, params, completion, gold answer or None, expected score)
 CASES = [
@@ -51,6 +52,14 @@ CASES = [
     ("check_answer", UNSLOTH, SOLVED.format("forty-two"), "42", -4.5),
     ("check_answer", UNSLOTH, "", "42", -2.0),
     ("check_answer", {**UNSLOTH, "not_numeric": -1.0}, SOLVED.format("x"), "42", -1.0),
+    # check_answer, preset graded: the exact tier is the grader's verdict, the other tiers the notebook's
+    ("check_answer", GRADED, SOLVED.format("\\frac{9}{4}"), "2.25", 5.0),
+    ("check_answer", {}, SOLVED.format("\\frac{9}{4}"), "2.25", -2.0),
+    ("check_answer", GRADED, SOLVED.format("x = 2.250"), "2.25", 5.0),
+    ("check_answer", GRADED, SOLVED.format("2.3"), "2.25", 2.0),  # not equal: the ratio tiers still apply
+    ("check_answer", GRADED, SOLVED.format("0.44"), "\\frac{4}{9}", -2.0),  # a rounding is no exact answer
+    ("check_answer", {**UNSLOTH, "exact_match": "grader"}, SOLVED.format("\\sqrt{8}"), "2\\sqrt{2}", 5.0),
+    ("check_answer", GRADED, "The answer is 2.25", "2.25", -2.0),  # the notebook's format is still required
     # check_numbers: the first number after the solution start tag, compared as a number
     ("check_numbers", {}, SOLVED.format("1,234"), "1234", 3.0),
     ("check_numbers", {}, SOLVED.format("x = -3.5, or so"), "-3.5", 3.0),
@@ -208,3 +217,17 @@ def test_an_internal_error_scores_the_minimum_and_logs_once(monkeypatch, caplog)
     assert [r.getMessage() for r in caplog.records].count(
         "reward accuracy failed on a completion; scoring it -1.0"
     ) == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold"),
+    [
+        ("\\frac{9}{4}", "2.25"), ("2.3", "2.25"), ("x = 6", "6"), ("(1, 2)", "(2, 1)"), ("1, 2", "2, 1"),
+        ("5 = 2p + q", "2p + q"), ("0.1428571428571428", "\\frac{1}{7}"), ("0.1429", "\\frac{1}{7}"),
+    ],
+)  # fmt: skip
+def test_the_graded_check_answer_is_exact_where_evaluation_counts_the_answer_right(answer, gold):
+    completion = SOLVED.format(answer)
+    graded = get_reward("check_answer", preset="graded")(completions=[completion], answer=[gold])
+    accuracy = get_reward("accuracy")(completions=[completion], answer=[gold])
+    assert (graded == [5.0]) == (accuracy == [1.0]), (graded, accuracy)

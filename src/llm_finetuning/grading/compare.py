@@ -12,14 +12,15 @@ An answer is read as one of (``parse``):
   interval or a union of them (``relations``; relations joined by ``∧`` by their intersection); a
   ratio ``3:7`` is a sequence too, and a two-term ratio also equals the fraction it makes;
 * an equation or chain ``a = b = c`` — two equations match side by side or up to a constant factor.
-  A chain whose leading sides are labels (``PQ``, ``(a,b)``, ``|CD|``, ``S_1:S_2``, ``f(2)``) or
-  constants (``3^2``) stands for its last side when compared with a non-equation. On the gold side
-  only simple labels count, so a gold equation ``x + y = 5`` is not read as ``5``; on the answer side
-  any expression without numbers outside its exponents may label (``a^2 + b^2 = 14``), and so may an
-  operator the grader does not evaluate (``\\lim … = 3``); ``y = 2x = 6`` is a label, working, a value;
-  an AMC choice ``(C) 24`` answers ``C`` by its letter and ``24`` by its value;
-* a scalar — equal as text, else by exact value (``expr``: Fractions, microseconds), else by a
-  floating-point verdict (``numeric``), else by sympy in a killable worker (``symbolic``) under the
+  A chain whose leading sides only name the quantity stands for its last side when compared with a
+  non-equation (``labels``: ``PQ = 6``, ``\\frac{AE}{EB} = \\frac12``, ``y = 3^2 = 9``; but ``5 = 2p +
+  q`` stays an equation); an AMC choice ``(C) 24`` answers ``C`` by its letter and ``24`` by its value;
+* matrix arithmetic (``A + B``, ``3A``, ``A^{-1}``) — evaluated by sympy in the worker (``matrices``)
+  and compared with a matrix, a vector or a tuple;
+* solutions as labelled lists between semicolons (``a=5,b=2;a=7,b=2``) — a list of solutions;
+* a scalar — equal as text, else by exact value (``expr``: Fractions, microseconds; a decimal of
+  twelve or more significant digits also equals the rational it renders to double precision), else by
+  a floating-point verdict (``numeric``), else by sympy in a killable worker (``symbolic``) under the
   caller's time limit, behind guards against huge powers and factorials.
 """
 
@@ -28,25 +29,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import expr, numeric, relations, symbolic
+from . import expr, labels, matrices, numeric, relations, symbolic
 from .normalize import strip_variable
 
 MAX_ELEMENTS = 64  # longer lists are compared as text only
-_MATRIX = re.compile(r"^[(\[]?\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}[)\]]?$")
+_MATRIX = re.compile(  # one literal: its body holds no other \begin or \end
+    r"^[(\[]?\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?((?:(?!\\(?:begin|end)\{).)*)\\end\{\1\}[)\]]?$"
+)
 _CHOICE = re.compile(r"^\(([A-Ea-e])\)(.*)$|^([A-E])$")  # (C), C, or AMC's "(C) 24"
 _WORD = re.compile(r"[A-Za-z ]*[A-Za-z]{4}[A-Za-z ]*")
 _SEPARATORS = (",", ";", "\\cup")
-_NAME = (
-    r"(?:m?\\(?:angle|overline|triangle|widehat))?\{?(?:[A-Za-z]{1,4}|\\[a-zA-Z]+)(?:_\{?\w{1,3}\}?)?'?\}?"
+_LABEL_EQUALS = re.compile(  # "a=", "x_1=", "\\theta=", "width=" (a word label, normalize)
+    r"^([A-Za-z](?:_\{?\w+\}?)?|[A-Za-z]{3,}|\\[A-Za-z]+)=(?!=)"
 )
-_SIMPLE_LABEL = re.compile(  # x_1, PQ, \angle ABC, \sin\theta, (a,b), S_1:S_2, |CD|, f(2), g(f(3))
-    rf"^(?:{_NAME}|\\[a-z]+(?:\^\{{?-?\d\}}?)?{_NAME}|\({_NAME}(?:,{_NAME})+\)|{_NAME}(?::{_NAME})+"
-    rf"|\|{_NAME}\||[A-Za-z](?:\^\{{?-1\}}?|'+)?\((?:[^()=]|\([^()=]*\)){{1,16}}\))$"
-)
-_LABEL_CHARS = re.compile(r"^(?:[A-Za-z(),:|+\-*/{}\[\]'\s]|\\[A-Za-z]+|_\{?\w{1,3}\}?)+$")
-_LABEL_EQUALS = re.compile(r"^([A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)=(?!=)")  # "a=", "x_1=", "\\theta="
 _LETTER_LABEL = re.compile(r"[A-Za-z](?:_\{?\d\}?)?")  # x, b, x_1: labels ordered alphabetically in a tuple
-_SCRIPT = re.compile(r"[\^_](?:\{[^{}]*\}|\\?.)")  # a superscript or subscript: a^2, a_{10}
 _INFINITY = re.compile(r"^[+-]?\\infty$")
 
 
@@ -68,6 +64,13 @@ class Bag:
 
 
 @dataclass(frozen=True)
+class MatrixArithmetic:
+    """Matrices with arithmetic around them (``A + B``, ``3A``, ``A^{-1}``) as a sympy expression."""
+
+    python: str
+
+
+@dataclass(frozen=True)
 class Equation:
     """``sides[0] = sides[1] (= …)``."""
 
@@ -85,6 +88,9 @@ def parse(text: str):
         return Bag((parse(plus), parse(minus)), "pm")
     if "∧" in text:  # relations that must all hold ("x \\leq 2 and x \\neq -1"): their intersection
         return _intervals(relations.intersection(split_top(text, ("∧",))), text)
+    solutions = _labelled_solutions(text) if "=" in text and ("," in text or ";" in text) else None
+    if solutions:
+        return Bag(solutions)
     parts = split_top(text, _SEPARATORS)
     if len(parts) > 1:
         items = _elements(_list_parts(parts[:MAX_ELEMENTS]))
@@ -101,6 +107,9 @@ def parse(text: str):
     sides = split_top(text, ("=",))
     if len(sides) >= 2 and all(sides) and "\\" not in sides[0][-1:]:
         return Equation(tuple(sides[:MAX_ELEMENTS]))
+    arithmetic = matrices.to_python(text)
+    if arithmetic is not None:
+        return MatrixArithmetic(arithmetic)
     if relations.RELATION.search(text):
         return _intervals(relations.intervals(text), text)
     ratio = split_top(text, (":",))
@@ -131,13 +140,30 @@ def _union(items: tuple):
     return Bag(items, "union")
 
 
+def _labelled_solutions(text: str) -> tuple | None:
+    """Solutions written as labelled lists, each naming the same variables: between semicolons
+    (``a=5,b=2;a=7,b=2``) or one after another (``a=5,b=2,a=7,b=2``, from "… and …"); a list of
+    solutions, each compared label by label or as a tuple ``(5, 2)``. ``None`` for anything else."""
+    parts = [split_top(group, (",",)) for group in split_top(text, (";",))]
+    if len(parts) == 1:  # no semicolon: groups of the labels, repeated in turn
+        names = {m.group(1) for p in parts[0] if (m := _LABEL_EQUALS.match(p))}
+        size = len(names)
+        parts = [parts[0][i : i + size] for i in range(0, len(parts[0]), size)] if size > 1 else parts
+    names = [sorted(m.group(1) for p in group if (m := _LABEL_EQUALS.match(p))) for group in parts]
+    if len(parts) < 2 or len(set(names[0])) < 2:
+        return None
+    if any(name != names[0] or len(group) != len(name) for name, group in zip(names, parts)):
+        return None
+    return tuple(parse(",".join(group)) for group in parts[:MAX_ELEMENTS])
+
+
 def _list_parts(parts: list[str]) -> list[str]:
     """A list's parts with their leading ``x =`` removed when they all name one variable (solutions:
     ``x = 2, x = -3``) and kept when they name several (``a = 8, b = 4`` is compared label by
     label); a restriction such as ``x \\neq 3`` after an answer that is no relation is dropped
     (``x + 3, x \\neq 3``)."""
-    labels = {m.group(1) for p in parts if (m := _LABEL_EQUALS.match(p))}
-    if len(labels) < 2:
+    names = {m.group(1) for p in parts if (m := _LABEL_EQUALS.match(p))}
+    if len(names) < 2:
         parts = [strip_variable(p) for p in parts]
     restrictions = [p for p in parts if "\\neq" in p and relations.intervals(p)]
     if restrictions and any(not relations.RELATION.search(p) for p in parts):
@@ -209,6 +235,9 @@ def equal(pred, gold, timeout: float) -> bool:
     """Structural equality of two ``parse`` results (see the module docstring)."""
     if isinstance(pred, Equation) or isinstance(gold, Equation):
         return _equal_equations(pred, gold, timeout)
+    if isinstance(pred, MatrixArithmetic) or isinstance(gold, MatrixArithmetic):
+        sides = _as_matrix(pred), _as_matrix(gold)
+        return None not in sides and matrices.equal(*sides, timeout)
     if isinstance(gold, Bag) and isinstance(pred, Bag):
         return _same_multiset(pred.items, gold.items, timeout)
     if isinstance(gold, Bag) and gold.kind == "set" and len(gold.items) == 1:
@@ -234,6 +263,23 @@ def equal(pred, gold, timeout: float) -> bool:
         other = gold if ratio is pred else pred
         return isinstance(other, str) and scalar_equal(_fraction(ratio), other, timeout)
     return False
+
+
+def _as_matrix(value) -> str | None:
+    """A matrix, a vector, a tuple (``parse``'s ``Seq``) or a scalar as a sympy ``Matrix``; ``None``
+    otherwise."""
+    if isinstance(value, MatrixArithmetic):
+        return value.python
+    if isinstance(value, str):  # a scalar is the 1 x 1 matrix u^T v gives
+        found = matrices.entries([value])
+        return matrices.matrix([found]) if found else None
+    if not isinstance(value, Seq) or (value.opening, value.closing) != ("(", ")"):
+        return None
+    rows = [row.items if isinstance(row, Seq) else (row,) for row in value.items]
+    found = [matrices.entries(list(row)) if all(isinstance(i, str) for i in row) else None for row in rows]
+    if None in found or len({len(row) for row in found}) != 1:
+        return None
+    return matrices.matrix(found)
 
 
 def _same_choice(pred_match, pred: str, gold_match, gold: str, timeout: float) -> bool:
@@ -271,59 +317,19 @@ def _fraction(ratio: Seq) -> str:
 
 
 def _equal_equations(pred, gold, timeout: float) -> bool:
-    """Equations side by side; a labelled chain against anything else by its last side."""
-    pred_value = _labelled_value(pred, broad=True)
-    gold_value = _labelled_value(gold, broad=False)
+    """Equations side by side; a labelled chain against anything else by its last side (``labels``)."""
     if isinstance(pred, Equation) and isinstance(gold, Equation):
         if len(pred.sides) == len(gold.sides) == 2 and _same_equation(pred.sides, gold.sides, timeout):
             return True
-        labels = [_label_text(p) for p in (pred, gold)]
-        if pred_value is None or gold_value is None or labels[0] != labels[1]:
+        if labels.label_text(pred.sides) != labels.label_text(gold.sides):
             return False
-        return equal(parse(pred_value), parse(gold_value), timeout)
+        values = labels.labelled_value(pred.sides, broad=True), labels.labelled_value(gold.sides, broad=False)
+        return None not in values and equal(parse(values[0]), parse(values[1]), timeout)
     if isinstance(pred, Equation):
-        return pred_value is not None and equal(parse(pred_value), gold, timeout)
-    return gold_value is not None and equal(pred, parse(gold_value), timeout)
-
-
-def _labelled_value(value, broad: bool) -> str | None:
-    """The last side of a chain whose other sides are labels or constants, else ``None``. With
-    ``broad`` (the answer side), a label is also any expression with no number outside its exponents
-    and subscripts (``a^2 + b^2 = 14``, ``E[X] = 6``), or a LaTeX operator the grader does not evaluate
-    (``\\lim_{x \\to 0} … = 1``, ``\\sum_{k=1}^{10} k^2 = 385``, ``\\lfloor … \\rfloor = 14``); and a
-    chain ending in a constant needs only its first side to be a label (``y = 2x = 6``)."""
-    if not isinstance(value, Equation):
-        return None
-    sides = value.sides[:-1]
-    if broad and len(sides) > 1 and _is_constant(value.sides[-1]):
-        sides = sides[:1]  # y = 2x = 6: a label, the working, then the value
-    for side in sides:
-        if broad and _is_operator(side):
-            continue
-        label = _SIMPLE_LABEL.match(side) or (broad and _is_broad_label(side))
-        if not (label or _is_constant(side)) or "\\infty" in side:
-            return None
-    return value.sides[-1]
-
-
-def _is_broad_label(side: str) -> bool:
-    unscripted = _SCRIPT.sub("", side)
-    return not re.search(r"\d", unscripted) and _LABEL_CHARS.match(unscripted) is not None
-
-
-def _is_operator(side: str) -> bool:
-    """A LaTeX operator applied to something (``\\lim``, ``\\sum``, ``\\int``, ``\\lfloor``) that the
-    grader does not evaluate: the side it equals is its value."""
-    return re.search(r"\\[A-Za-z]", side) is not None and expr.to_python(side) is None
-
-
-def _label_text(value: Equation) -> str:
-    return "=".join(value.sides[:-1]).lower()
-
-
-def _is_constant(text: str) -> bool:
-    python = expr.to_python(text)
-    return python is not None and "v_" not in python
+        value = labels.labelled_value(pred.sides, broad=True)
+        return value is not None and equal(parse(value), gold, timeout)
+    value = labels.labelled_value(gold.sides, broad=False)
+    return value is not None and equal(pred, parse(value), timeout)
 
 
 def _same_multiset(pred: tuple, gold: tuple, timeout: float) -> bool:
@@ -371,7 +377,11 @@ def scalar_equal(pred: str, gold: str, timeout: float) -> bool:
         return True
     left_value, right_value = expr.exact_value(left), expr.exact_value(right)
     if left_value is not None and right_value is not None:
-        return left_value == right_value
+        return (
+            left_value == right_value
+            or numeric.written_to_double(pred, left_value, gold, right_value)
+            or numeric.written_to_double(gold, right_value, pred, left_value)
+        )
     if expr.too_big_for_sympy(left) or expr.too_big_for_sympy(right):
         return False
     verdict = numeric.verdict(left, right)

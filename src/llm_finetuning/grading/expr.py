@@ -17,6 +17,7 @@ is the matching guard before numeric or symbolic comparison.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 from fractions import Fraction
@@ -28,6 +29,7 @@ MAX_FACTORIAL = 2_000
 MAX_SYMPY_EXPONENT = 1_000
 MAX_SCIENTIFIC_EXPONENT = 1_000  # 1e999999 would build a million-digit integer
 MAX_SYMBOLIC_CHOOSE = 50  # binom(n, k) with a variable n is a polynomial of degree k
+CACHE_SIZE = 4096  # to_python and exact_value are pure: one grading converts the same sides many times
 
 FUNCTIONS = {
     "sin": "sin", "cos": "cos", "tan": "tan", "sec": "sec", "csc": "csc", "cot": "cot",
@@ -42,8 +44,9 @@ GREEK = {
     "kappa", "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "phi", "varphi", "chi", "psi", "omega",
     "Gamma", "Delta", "Theta", "Lambda", "Sigma", "Phi", "Psi", "Omega",
 }  # fmt: skip
-# Every name to_python can emit; tests pin it equal to symbolic.SAFE_NAMES, the one safelist.
-EMITTED_NAMES = frozenset({*FUNCTIONS.values(), *CONSTANTS.values(), *CALLS})
+MATRIX = "Matrix"  # emitted by matrices.py for a matrix literal in arithmetic (A + B, 3A)
+# Every name the grader emits; tests pin it equal to symbolic.SAFE_NAMES, the one safelist.
+EMITTED_NAMES = frozenset({*FUNCTIONS.values(), *CONSTANTS.values(), *CALLS, MATRIX})
 
 # Known commands first, longest first, so that "\\pir" (spaces removed from "\\pi r") reads as \\pi, r.
 _KNOWN_COMMANDS = sorted(
@@ -69,8 +72,11 @@ def to_python(latex: str) -> str | None:
     >>> to_python("2\\\\frac{1}{2}x^2")
     '(5/2)*v_x**(2)'
     """
-    if len(latex) > MAX_LATEX_CHARS:
-        return None
+    return None if len(latex) > MAX_LATEX_CHARS else _to_python(latex)  # the cache holds short keys only
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _to_python(latex: str) -> str | None:
     try:
         parser = _Parser(_tokens(latex))
         out = parser.sequence(stop=None, depth=0)
@@ -266,6 +272,15 @@ def _repeating(prefix: str, repeated: str) -> str:
 def exact_value(expression: str) -> Fraction | None:
     """The rational value of a ``to_python`` expression, or ``None`` when it is not plain rational
     arithmetic or its result would exceed ``MAX_BITS``."""
+    return _exact_value(expression) if len(expression) <= 4 * MAX_LATEX_CHARS else _evaluated(expression)
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _exact_value(expression: str) -> Fraction | None:
+    return _evaluated(expression)
+
+
+def _evaluated(expression: str) -> Fraction | None:
     try:
         return _evaluate(ast.parse(expression, mode="eval").body)
     except (_Unsupported, ZeroDivisionError, OverflowError, ValueError, RecursionError, MemoryError):

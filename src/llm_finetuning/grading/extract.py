@@ -3,13 +3,17 @@
 One set of functions serves the model's answer, the gold answer and the data layer (which takes its
 gold answers from here), so the two sides of every comparison are read by the same rules.
 
+**The model's own turn** (``own_turn``): a chat-template marker leaked into the text
+(``<|im_end|>``, ``<|eot_id|>``, ``<|endoftext|>``, ``<|im_start|>user`` …) ends it; what follows is
+a turn written for someone else and is never read.
+
 **The slot** (``answer_slot``), first found wins: the last ``<SOLUTION>…</SOLUTION>`` (tags
 configurable), the last ``<answer>…</answer>``; a slot that opens but never closes (a cut-off
-completion) gives ``None``. Without tags the whole completion is searched, but only for explicit
-markers (below, steps 1–3): there is no fallback to the last number of a text. A reasoning block is
-passed over: the answer follows the last ``</think>``, and a ``<think>`` that never closes (cut off
-while reasoning) gives no answer; a whole tagged completion inside a slot is read from its
-``<answer>…</answer>``.
+completion) gives ``None``, unless the turn's end marker closes it. Without tags the whole completion
+is searched, but only for explicit markers (below, steps 1–3): there is no fallback to the last number
+of a text. A reasoning block is passed over: the answer follows the last ``</think>``, and a
+``<think>`` that never closes (cut off while reasoning) gives no answer; a whole tagged completion
+inside a slot is read from its ``<answer>…</answer>``.
 
 **The final answer in a slot** (``final_answers``), first rule that applies:
 
@@ -57,25 +61,53 @@ _FILLER = re.compile(
 )
 _HAS_VALUE = re.compile(r"\d|\\[a-zA-Z]")
 _NUMBER = re.compile(r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)")  # thousands separators allowed: 1,234.5
+_TURN_MARKER = re.compile(  # chat-template markers that end a turn or begin the next one
+    r"<(?:\|(?:im_end|im_start|eot_id|eom_id|start_header_id|endoftext|end_of_text|end|user|system)\|"
+    r"|(?:end|start)_of_turn|/s|eos)>"
+)
+_OWN_HEADER = re.compile(  # the model's own turn header, when the completion repeats it
+    r"^\s*(?:<\|begin_of_text\|>|<s>|<bos>)?\s*(?:<\|im_start\|>\s*assistant"
+    r"|<\|start_header_id\|>\s*assistant\s*<\|end_header_id\|>|<start_of_turn>\s*model|<\|assistant\|>)?"
+)
 
 
 def answer_slot(
     completion: str, solution_start: str = "<SOLUTION>", solution_end: str = "</SOLUTION>"
 ) -> tuple[str, bool] | None:
     """``(text, in_slot)``: a tag slot's contents (``in_slot``) or the whole completion; ``None``
-    when a slot opens but never closes."""
+    when a slot opens but never closes. Only the model's own turn is read (``own_turn``); the end of
+    that turn also closes a slot left open in it."""
+    completion, ended = own_turn(completion)
     for opening, closing in ((solution_start, solution_end), ("<answer>", "</answer>")):
         if opening and closing and opening in completion:
             start = completion.rfind(opening) + len(opening)
             end = completion.find(closing, start)
-            return (completion[start:end], True) if end >= 0 else None
+            if end < 0 and not ended:
+                return None
+            return completion[start : end if end >= 0 else len(completion)], True
     return completion, False
+
+
+def own_turn(text: str) -> tuple[str, bool]:
+    """``(the model's own turn, whether a marker ended it)``: a leading role header of its own is
+    dropped, and so is everything from the first chat-template marker on (``<|im_end|>``,
+    ``<|eot_id|>``, ``<|endoftext|>``, ``<|im_start|>user`` …): what follows is a turn the model
+    went on to write for someone else, and an answer there is not its answer.
+
+    >>> own_turn("<|im_start|>assistant\\nIt is 15.<|im_end|>\\n<|im_start|>user\\nAnd 27?")
+    ('It is 15.', True)
+    """
+    if "<" not in text:
+        return text, False
+    start = _OWN_HEADER.match(text).end()  # matches at least the empty string
+    marker = _TURN_MARKER.search(text, start)
+    return (text[start : marker.start()] if marker else text[start:]).strip(), marker is not None
 
 
 def final_answers(text: str, in_slot: bool = True) -> list[str]:
     """The final answer(s) in ``text`` by the rules in the module docstring; ``[]`` when none.
     Several only for a run of boxes."""
-    text = after_reasoning(text.strip())
+    text = after_reasoning(own_turn(text)[0].strip())
     if text is None:
         return []
     text = _END_MARK.sub("", text).rstrip()

@@ -7,7 +7,9 @@ lists several answers (or as a tuple against a tuple of that length), and only i
 when the gold lists n answers and the last run has fewer boxes, the last n boxes of the slot are
 taken (answers boxed in separate places: "(a) \\boxed{5} … (b) \\boxed{7}"). An answer ``A \\approx B``
 matches when either side does; an answer whose leading ``y =`` normalisation removed is compared again
-as the equation it was when the other side is an equation (``y = -2x + 5`` = ``2x + y = 5``).
+as the equation it was when the other side is an equation (``y = -2x + 5`` = ``2x + y = 5``). Equal
+values with two different measurement units are not equal (``5 km``, ``5 m``), and a relation on a
+function value is not one on its argument (``f(x) > 2``, ``x > 2``).
 Nothing here raises: an internal error is "not equal".
 
 ``start_worker()`` starts the sympy worker in the background (cheap, returns at once); graders call it
@@ -24,9 +26,9 @@ import logging
 import re
 import sys
 
-from . import compare, symbolic
+from . import compare, relations, symbolic
 from .extract import answer_slot, final_answers, last_boxes
-from .normalize import normalize
+from .normalize import normalize, units_differ
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +105,11 @@ def _matches(slot: str, answers: list[str], gold: str, timeout: float) -> bool:
 
 
 def _equal(pred: str, gold: str, timeout: float) -> bool:
+    """Equal values, and not two different units stripped away (``5 km`` is not ``5 m``)."""
+    return _same_value(pred, gold, timeout) and not units_differ(pred, gold)
+
+
+def _same_value(pred: str, gold: str, timeout: float) -> bool:
     if pred.strip() == gold.strip():
         return bool(pred.strip())
     if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
@@ -118,6 +125,8 @@ def _equal(pred: str, gold: str, timeout: float) -> bool:
     base = _BASE.match(normal_gold)
     if base:
         return _same_digits(normal_pred, base)
+    if relations.about_argument(normal_pred, normal_gold):  # f(x) > 2 is not x > 2
+        return False
     if compare.equal(compare.parse(normal_pred), compare.parse(normal_gold), timeout):
         return True
     if "=" not in normal_pred + normal_gold:

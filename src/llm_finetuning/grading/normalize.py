@@ -9,7 +9,7 @@
 3. ``\\dfrac``/``\\tfrac``/``\\cfrac`` become ``\\frac``; relations get one spelling (``\\ge``, ``>=``,
    ``\\geqslant`` → ``\\geq``; ``\\lt`` → ``<``; ``!=``, ``\\ne`` → ``\\neq``); ``\\tan^{-1}`` becomes
    ``\\arctan`` (and the other inverse trigonometric functions); ``2^10`` is ``2^{10}``; a congruence
-   gives its residue (a trailing ``\\pmod{7}`` goes, ``\\equiv`` reads as ``=``).
+   gives its residue (``2^{100} \\equiv 2 \\pmod{7}`` is ``2``).
 4. A trailing unit in a text wrapper after a number goes (``5\\text{ m}^3``, ``\\mathrm{m/s^2}``; a scale
    word stays: ``3\\text{ million units}`` is ``3 million``); other
    text wrappers (``\\text``, ``\\textnormal``, ``\\mathrm``, ``\\mathbf``, ``\\operatorname``…) are
@@ -24,14 +24,19 @@
    a lone word answer (``Monday``) is kept.
 9. A word ``or`` / ``and`` between spaces becomes a comma (a list; ``42 or 43`` is then a hedge that
    matches no single answer), and ``by`` between numbers (``5 by 8``); between relations ``and`` is
-   their intersection, written ``∧``. In a list a word naming a value goes (``width 5, length 8``). A
+   their intersection, written ``∧``. In a list a word naming a value goes (``width 5, 8``), or, when
+   several do, becomes a label compared name by name (``width=5,length=8``). A
    leading ``x =``, ``y=``, ``\\theta =``, ``f(x) =`` or ``x \\in`` is removed (one variable on the
    left) unless more equations follow (``a = 4, b = 8``, ``y = 3^2 = 9``); a leading ``=`` goes; other
    equations are kept and compared as equations.
 10. Trailing punctuation (``.``, ``,``, ``;``, ``:``) and surrounding space are removed.
 11. A mixed number written with a space (``2 1/2``) becomes ``2\\frac{1}{2}``; plain-text functions and
     constants get their backslash (``sqrt(18)``, ``25 pi``); then spaces are removed, except between
-    words of a text answer (which then compares case-insensitively).
+    words of a text answer (which then compares case-insensitively) and between two numbers that are
+    not one number with a thousands group (``3\\,5`` is not ``35``).
+
+Units are stripped, so ``units_differ`` tells the verdict when both answers end in a known measurement
+unit and the units differ (``5 km`` is not ``5 m``).
 12. One spelling for a few sets: ``\\varnothing``, ``\\{\\}`` → ``\\emptyset``; ``\\mathbb{R}``, "all real
     numbers", ``(-\\infty, +\\infty)`` → ``(-\\infty,\\infty)``; ``+\\infty`` → ``\\infty``.
 
@@ -43,7 +48,7 @@ from __future__ import annotations
 
 import re
 
-from .words import FUNCTION_WORDS, SCALE_WORDS, fraction_words, number_words, unicode_math
+from .words import FUNCTION_WORDS, SCALE_WORDS, fraction_words, number_words, unicode_math, unit_name
 
 MAX_NORMALIZE_CHARS = 20_000  # beyond this only trivial clean-up is done (hostile or prose)
 
@@ -79,7 +84,7 @@ _TEXT_UNIT = re.compile(
 _BARE_POWER = re.compile(r"\^(\d{2,})")  # plain-text 2^10 means 2^{10}
 _MODULUS = re.compile(r"(?:\\pmod\s*\{?\s*\w+\s*\}?|\(\s*\\?b?mod\s*\{?\s*\w+\s*\}?\s*\))\s*$")
 _BY = re.compile(r"(?<=\d)\s+by\s+(?=-?\d)")  # dimensions: "5 by 8" lists 5 and 8
-_WORD_LABEL = re.compile(r"(?:^|(?<=,))\s*(?<![\\A-Za-z])[A-Za-z]{3,}\s+(?=-?\d)")  # "width 5, length 8"
+_WORD_LABEL = re.compile(r"(?:^|(?<=,))\s*(?<![\\A-Za-z])([A-Za-z]{3,})\s+(?=-?\d)")  # "width 5, length 8"
 _THOUSANDS_SPACED = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _THOUSANDS_BY_SPACE = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")
@@ -91,9 +96,14 @@ _KEEP_WORDS = {"pi", "infty", "sqrt", "frac", "sin", "cos", "tan", "log", "ln", 
 _LEADING_VARIABLE = re.compile(
     r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+|[A-Za-z]\([A-Za-z]\))\s*(?:=|\\in(?![a-z]))(?!=)"
 )
+_LETTER = re.compile(r"[A-Za-z]")
+_UNIT_TAIL = re.compile(r"\d\s*(square\s+|sq\.?\s+|cubic\s+)?([A-Za-z]+)\.?\s*(?:\^\s*\{?([23])\}?)?\s*$")
 _MIXED = re.compile(r"^(-?\d+)\s+(\d+)\s*/\s*(\d+)$")
 _SPACE_BETWEEN_WORDS = re.compile(r"(?<=[A-Za-z])\s+(?=[A-Za-z])")
 _SPACE = re.compile(r"\s+")
+_SPACED_DIGITS = re.compile(  # two numbers a space apart (3 5), not \frac 1 2 or a thousands group
+    r"(?<![\\A-Za-z] )(?<![\\A-Za-z{^_])(\d)\s+(?=\d)(?!\d{3}(?!\d))"
+)
 _OR_AND = re.compile(r"(?<!\s)\s+(?:or|and)\s+")  # starts a run of spaces only: linear
 _AND = re.compile(r"(?<!\s)\s+and\s+|\\wedge(?![a-z])|\\land(?![a-z])")
 _RELATION = re.compile(r"\\leq|\\geq|\\neq|<|>")
@@ -115,7 +125,7 @@ def normalize(text: str, keep_variable: bool = False) -> str:
     text = _numbers_in_words(text)
     text = _strip_units(text)
     text = _BY.sub(",", _or_and(text))
-    text = _WORD_LABEL.sub(" ", text) if "," in text else text  # a list of named values
+    text = _word_labels(text) if "," in text else text
     text = text if keep_variable else strip_variable(text)
     if text.startswith("=") and not text.startswith("=="):  # "area $= 50$": the label stayed in prose
         text = text[1:]
@@ -126,7 +136,41 @@ def normalize(text: str, keep_variable: bool = False) -> str:
     if _SPACE_BETWEEN_WORDS.search(text) and not re.search(r"[\d\\^_{}=]", text):
         text = _SPACE.sub(" ", text).lower()  # a text answer: keep word boundaries, ignore case
         return _TEXT_SETS.get(text, text)
-    return _canonical(_SPACE.sub("", text))
+    spaced = _SPACED_DIGITS.sub(r"\1\\,", text) if " " in text or "\n" in text or "\t" in text else text
+    return _canonical(_SPACE.sub("", spaced))
+
+
+def units_differ(pred: str, gold: str) -> bool:
+    """Whether both answers end in a measurement unit and the units differ: units are stripped before
+    comparing (``5 \\text{ cm}`` is ``5``), which must not make ``5 km`` equal ``5 m``.
+
+    >>> units_differ("5 \\\\text{ km}", "5 m"), units_differ("5 cm^2", "5 square centimeters")
+    (True, False)
+    >>> units_differ("5 km", "5")
+    False
+    """
+    gold_unit = _unit(gold)  # most golds have none: then the answer's is not read
+    return gold_unit is not None and _unit(pred) not in (None, gold_unit)
+
+
+def _unit(text: str) -> str | None:
+    """The measurement unit ``text`` ends in (``cm^2`` for "12 square centimeters"), or ``None``."""
+    if not _LETTER.search(text, max(0, len(text) - 40)):  # a plain number: no unit (most answers)
+        return None
+    tail = _unwrap(text[-80:].replace("$", " ")).replace("\\,", " ").replace("\\ ", " ").rstrip(" .")
+    match = _UNIT_TAIL.search(tail)
+    name = unit_name(match.group(2)) if match else None
+    if name is None:
+        return None
+    power = match.group(3) or {"square": "2", "sq": "2", "cubic": "3"}.get((match.group(1) or "").strip(" ."))
+    return f"{name}^{power}" if power else name
+
+
+def _word_labels(text: str) -> str:
+    """A list of values named by words: one name goes (``width 5, 8``); several become labels
+    (``width=5,length=8``), compared name by name, so ``width 8, length 5`` is not ``width 5, length 8``."""
+    names = {name.lower() for name in _WORD_LABEL.findall(text)}
+    return _WORD_LABEL.sub(r"\1=" if len(names) > 1 else " ", text) if names else text
 
 
 def _rewrite(text: str) -> str:
@@ -140,13 +184,21 @@ def _rewrite(text: str) -> str:
     for pattern, new in _RELATIONS:
         text = pattern.sub(new, text)
     text = _BARE_POWER.sub(r"^{\1}", text)
-    if "mod" in text:  # a congruence states its residue: 2^{100} \equiv 2 \pmod{7}
-        text = _MODULUS.sub("", text).rstrip().replace("\\equiv", "=")
+    if "mod" in text:
+        text = _residue(_MODULUS.sub("", text).rstrip())
     unit = _TEXT_UNIT.search(text, max(0, len(text) - 60))
     if unit and re.search(r"\d", text[: unit.start()]) and unit.group(1).strip() not in _KEEP_WORDS:
         scale = unit.group(1).split()[0]  # "3\text{ million units}": the scale is part of the number
         text = text[: unit.start()] + (f" {scale}" if scale in SCALE_WORDS else "")
     return text
+
+
+def _residue(text: str) -> str:
+    """A congruence states its residue: ``2^{100} \\equiv 2`` (its modulus gone) is ``2``, not an
+    equation between a constant and the residue; several congruences read ``\\equiv`` as ``=``."""
+    if text.count("\\equiv") == 1:
+        return text[text.find("\\equiv") + len("\\equiv") :].strip()
+    return text.replace("\\equiv", "=")
 
 
 def _set_builder(text: str) -> str:

@@ -9,7 +9,8 @@ and ``2\\sqrt{2}``, ``1 - 2\\sin^2 x`` and ``\\cos 2x``). When double precision 
 variables or trigonometry, both are evaluated again with 60-digit decimals. Anything else is left to
 sympy (``None``). Distinct expressions that agree to twelve digits at three unrelated points do not
 occur in answers; and unlike sympy, this needs no worker process, so the verdict is instant and the
-same in a cold process as in a warm one.
+same in a cold process as in a warm one. ``written_to_double`` says whether a long decimal is a
+rational printed to double precision (``0.1428571428571428`` for ``\\frac{1}{7}``).
 
     >>> verdict("sqrt(8)", "2*sqrt(2)"), verdict("v_x**(2)", "v_x*v_x"), verdict("(157/50)", "pi")
     (True, True, False)
@@ -21,8 +22,10 @@ import ast
 import cmath
 import decimal
 import math
+import re
 import zlib
 from decimal import Decimal
+from fractions import Fraction
 
 POINTS = (0.7310585786, 1.4142135623 + 0.5j, -0.3183098862 + 1.2247448714j)  # arbitrary
 DIFFERENT = 1e-9  # relative difference that is certainly not rounding
@@ -39,6 +42,9 @@ FUNCTIONS = {
     "factorial": lambda x: _gamma(x + 1), "binomial": lambda n, k: _binomial(n, k),
 }  # fmt: skip
 CONSTANTS = {"pi": math.pi, "E": math.e, "I": 1j}
+DOUBLE_DIGITS = 12  # a decimal with this many significant digits is a value written out, not a rounding
+DOUBLE_ERROR = Fraction(1, 2**51)  # a few units of a double's rounding, relative
+_DECIMAL = re.compile(r"^-?(\d*)\.(\d+)(?:[eE]([+-]?\d+))?$")
 
 
 _LANCZOS = (
@@ -93,6 +99,31 @@ def verdict(left: str, right: str) -> bool | None:
     return True if identical else _precise_verdict(left, right)
 
 
+def written_to_double(decimal_text: str, value: Fraction, other_text: str, exact: Fraction) -> bool:
+    """Whether the decimal ``decimal_text`` (of value ``value``) is the rational ``exact`` (written
+    ``other_text``, not itself a decimal) printed to the precision of a double: twelve or more
+    significant digits, and either within a few units of a double's rounding of ``exact``
+    (``0.30000000000000004`` for ``\\frac{3}{10}``) or ``exact`` cut or rounded at its last digit
+    (``0.1428571428571428`` or ``0.142857142857`` for ``\\frac{1}{7}``). A shorter decimal is a
+    rounding and stays different (``0.1429``).
+
+    >>> written_to_double("0.1428571428571428", Fraction("0.1428571428571428"), "\\\\frac{1}{7}", Fraction(1, 7))
+    True
+    >>> written_to_double("0.14285714", Fraction("0.14285714"), "\\\\frac{1}{7}", Fraction(1, 7))
+    False
+    """
+    match = _DECIMAL.match(decimal_text)
+    if match is None or _DECIMAL.match(other_text) or value == exact:
+        return False
+    if len((match.group(1) + match.group(2)).lstrip("0")) < DOUBLE_DIGITS:
+        return False
+    error = abs(value - exact)
+    if error <= DOUBLE_ERROR * abs(exact):
+        return True
+    last_digit = Fraction(10) ** (int(match.group(3) or 0) - len(match.group(2)))
+    return error < last_digit and (exact / last_digit).denominator != 1
+
+
 def proportional(left: str, right: str) -> bool | None:
     """Whether the equations ``left = 0`` and ``right = 0`` are the same up to a constant factor:
     ``True``/``False`` when floating point settles it, ``None`` otherwise."""
@@ -107,6 +138,12 @@ def proportional(left: str, right: str) -> bool | None:
     if spread > 1e-6:
         return False
     return True if spread <= SAME * 100 else None
+
+
+def constant_value(expression: str) -> complex | None:
+    """The value of a constant expression in double precision, or ``None`` when it cannot be
+    evaluated or is not finite (bounded like every evaluation here: huge powers are refused)."""
+    return _value(expression, POINTS[0])[0]
 
 
 def _value(expression: str, point: complex) -> tuple[complex | None, bool]:

@@ -4,7 +4,7 @@ A slot may hold a sentence or a whole worked solution instead of a bare answer (
 ``extract``). ``slot_answer`` reads it, first rule that applies:
 
 1. "X is the answer" → X; a leading "Answer" / "Hence" / "So", or a label and colon ("Total: $56"),
-   is dropped.
+   is dropped. An answer cut out of math with its dollars inside out (``8, 6$ or $4``) is its math.
 2. Math without prose (``$$ 14 $$``, ``\\( 14 \\)``, ``$x=3$, $y=4$``) → the math, unless a value
    follows the last math span (``$3x = 12$ Therefore, x = 4.``: a final statement, step 4).
 3. A long slot (a worked solution) that stops mid-sentence or mid-formula states nothing.
@@ -12,8 +12,9 @@ A slot may hold a sentence or a whole worked solution instead of a bare answer (
    from "two" up, a choice "(B)"), so "I hope it is correct." is passed over. In it: what follows the
    last "the result/value/solution is" or "we get", else the last "so"/"hence"/"thus"/"therefore"
    that a value follows; a clause after the answer (", attained when …", ", which …", "because …") is
-   dropped. Then its last group of math spans (spans that only "and"/"or"/commas separate form one
-   group, read as a list); else, in prose, what follows its last "is"/"are"/"equals"/"="/":"; else its
+   dropped. A math span that names the quantity, then "is" and a value, gives the value ("The
+   largest $k$ is 27" → 27; "is at least 27" states nothing). Then its last group of math spans
+   (spans that only "and"/"or"/commas separate form one group, read as a list); else, in prose, what follows its last "is"/"are"/"equals"/"="/":"; else its
    one value if it has exactly one and does not hedge or bound it ("maybe 7", "at least 5"); else, in a
    long slot, its last value.
 5. Prose with no value at all (``Monday``, ``no solution``) is the answer as written.
@@ -44,6 +45,7 @@ _SPAN_OPEN = re.compile(r"(?<!\\)\$\$|(?<!\\)\$|\\\[|\\\(")
 _SPAN_CLOSE = {"$$": re.compile(r"(?<!\\)\$\$"), "$": re.compile(r"(?<!\\)\$"),
                "\\[": re.compile(r"\\\]"), "\\(": re.compile(r"\\\)")}  # fmt: skip
 _WORD = re.compile(r"(?<![\\A-Za-z])(?!(?:and|or)\b)[A-Za-z][a-z]+")  # "It", "is"; not PQ, x, \frac
+_ENVIRONMENT = re.compile(r"\\(?:begin|end)\{[A-Za-z*]+\}")
 _ANY_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _LEAD_IN = re.compile(
     r"^(?:\**\s*(?:final\s+)?answer\s*\**\s*:?\s*\**|(?:hence|thus|so|therefore|then)\b,?)\s*", re.IGNORECASE
@@ -53,6 +55,7 @@ _RESULT_PHRASE = re.compile(
     r"\b(?:result|value|solution|answer)\s+(?:is|equals|=)\s*:?\s*|\bwe\s+(?:get|obtain|have)\s*:?\s*",
     re.IGNORECASE,
 )
+_SUBJECT_COPULA = re.compile(r"\s*(?:is|are|was|equals|=)\s+", re.IGNORECASE)
 _COPULA = re.compile(r"\s(?:is|are|was|equals|=)\s|:\s", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
 _NUMBER_WORDS = (  # "one" is left out: "one of the roots", "the one above" are not values
@@ -90,6 +93,9 @@ _REASON_IN_PARENS = re.compile(  # "14 (since 2*7 = 14)": a reason in brackets t
 def slot_answer(text: str) -> str | None:
     """The answer a slot's prose states, by the rules in the module docstring; ``None`` if empty."""
     long = len(text.strip()) > LONG
+    cut = _cut_from_math(text.strip())
+    if cut is not None:
+        return cut
     text = _LEAD_IN.sub("", text[-MAX_TEXT:].strip(), count=1)
     labelled = _LABEL_COLON.match(text)
     if labelled and _HAS_VALUE.search(text, labelled.end()):
@@ -107,6 +113,20 @@ def slot_answer(text: str) -> str | None:
     return _statement_answer(statement, long)
 
 
+def _cut_from_math(text: str) -> str | None:
+    """An answer cut out of math with its delimiters inside out (``8, 6$ or $4``: it begins and ends
+    inside math) is the math it holds (``8, 6, 4``); ``None`` for anything else."""
+    if "$" not in text or text.startswith("$") or text.endswith("$") or "$$" in text or text.count("$") % 2:
+        return None
+    if _ANY_WORD.search(text, 0, text.find("$")):  # prose before the first dollar: not math cut out
+        return None
+    wrapped = f"${text}$"
+    groups = math_spans(wrapped)
+    if len(groups) != 1 or not is_connector(_without_spans(wrapped)):
+        return None
+    return ", ".join(tidy(span) for span in groups[0])
+
+
 def _statement_answer(statement: str, long: bool) -> str | None:
     """The answer a final statement gives (step 3 of the module docstring)."""
     phrase = None
@@ -120,6 +140,9 @@ def _statement_answer(statement: str, long: bool) -> str | None:
     if phrase is not None:
         statement = statement[phrase.end() :]
     statement = without_qualifier(statement)
+    subject = _after_subject(statement)
+    if subject is not None:  # "The largest $k$ is 27": the math names the quantity, the value follows
+        return None if _HEDGE.search(subject) else tidy(subject) or None
     groups = math_spans(statement)
     if groups:
         return ", ".join(tidy(span) for span in groups[-1])
@@ -149,7 +172,7 @@ def spans_or_text(text: str) -> list[str]:
     anything else is the whole text."""
     text = without_qualifier(text[-MAX_TEXT:])
     groups, outside = math_spans(text), _without_spans(text)
-    if groups and (_ANY_WORD.search(outside) or is_connector(outside)):
+    if groups and (_ANY_WORD.search(outside) or is_connector(outside)) and _after_subject(text) is None:
         return [", ".join(tidy(span) for span in groups[-1])]
     answer = _statement_answer(text, long=False) if _is_prose(text) else tidy(text)  # "The total is 12."
     return [answer] if answer else []
@@ -208,6 +231,15 @@ def _final_statement(text: str) -> str | None:
     return None
 
 
+def _after_subject(statement: str) -> str | None:
+    """What follows "is"/"are"/"equals"/"=" right after the last math span, when it starts with a
+    value ("The largest $k$ is 27" → "27"; "$p$ is the chance of 2 heads" states nothing here)."""
+    spans = _span_ranges(statement)
+    copula = _SUBJECT_COPULA.match(statement, spans[-1][1]) if spans else None
+    rest = statement[copula.end() :] if copula else ""
+    return rest if _VALUE.match(rest) or rest.startswith(("$", "\\(")) else None
+
+
 def _value_after_math(text: str) -> bool:
     """Whether a value follows the last math span ("$3x = 12$ Therefore, x = 4."): a later statement."""
     spans = _span_ranges(text)
@@ -215,7 +247,10 @@ def _value_after_math(text: str) -> bool:
 
 
 def _is_prose(text: str) -> bool:
-    """Two or more words (not LaTeX commands, single letters, labels such as ``PQ``, "and"/"or")."""
+    """Two or more words (not LaTeX commands or environment names, single letters, labels such as
+    ``PQ``, "and"/"or"): a long matrix is math, not a worked solution to read for its last value."""
+    if "\\begin{" in text:
+        text = _ENVIRONMENT.sub(" ", text)
     return len(_WORD.findall(text)) >= 2
 
 

@@ -4,8 +4,11 @@
 ``(opening, low, high, closing)``:
 
 * ``x > 3`` → ``(3, \\infty)``; ``3 \\geq y`` → ``(-\\infty, 3]``; ``x \\neq 3`` → ``(-\\infty, 3) \\cup (3, \\infty)``;
-* ``-1 \\leq x < 2`` and ``2 > x \\geq -1`` → ``[-1, 2)``;
-* a linear relation is solved exactly: ``-y > -2`` → ``(-\\infty, 2)``, ``2x + 1 \\leq 7`` → ``(-\\infty, 3]``.
+* ``-1 \\leq x < 2`` and ``2 > x \\geq -1`` → ``[-1, 2)``; a chain holds both its bounds, whatever
+  its middle: ``1 \\leq |w| \\leq 3`` → ``[-3, -1] \\cup [1, 3]``, ``-1 < 2x + 1 < 5`` → ``(-1, 2)``;
+* a linear relation is solved exactly: ``-y > -2`` → ``(-\\infty, 2)``, ``2x + 1 \\leq 7`` → ``(-\\infty, 3]``;
+* a function value is a subject like a variable (``0 < g(t) < 2`` → ``(0, 2)``), but a relation on
+  ``f(x)`` is never the same statement as one on ``x`` (``about_argument``).
 
 Anything else (two variables, ``x^2 > 4``) gives ``None`` and is compared as text.
 
@@ -25,7 +28,10 @@ Interval = tuple[str, str, str, str]  # opening bracket, low end, high end, clos
 RELATION = re.compile(r"\\leq|\\geq|\\neq|\\lt|\\gt|<|>")
 _OPERATOR = {"<": "<", ">": ">", "\\lt": "<", "\\gt": ">", "\\leq": "<=", "\\geq": ">=", "\\neq": "!="}
 _MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "!=": "!="}
-_VARIABLE = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)$")
+_VARIABLE = re.compile(  # x, x_1, \theta, or a function value f(x), P(t)
+    r"^(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+|[A-Za-z]\((?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)\))$"
+)
+_ARGUMENT = re.compile(r"^[A-Za-z]\((.+)\)$")  # the argument of a function value
 _PYTHON_VARIABLE = re.compile(r"\bv_\w+")
 _INFINITY = "\\infty"
 _ABSOLUTE = re.compile(r"^\|([^|]+)\|$")
@@ -39,13 +45,41 @@ def intervals(text: str) -> list[Interval] | None:
     operators = [_OPERATOR[m] for m in RELATION.findall(text)]
     if len(pieces) == 2 and all(pieces):
         return _one_relation(pieces[0], operators[0], pieces[1])
-    if len(pieces) == 3 and _VARIABLE.match(pieces[1]) and "!=" not in operators:
-        low, first, _, second, high = pieces[0], operators[0], pieces[1], operators[1], pieces[2]
+    if len(pieces) == 3 and all(pieces) and "!=" not in operators:
+        low, first, middle, second, high = pieces[0], operators[0], pieces[1], operators[1], pieces[2]
         if first[0] == second[0] == ">":  # 2 > x >= -1 is -1 <= x < 2
             low, high, first, second = high, low, _MIRROR[second], _MIRROR[first]
-        if first[0] == second[0] == "<":
+        if first[0] == second[0] == "<" and _VARIABLE.match(middle):
             return [("(" if first == "<" else "[", low, high, ")" if second == "<" else "]")]
+        if first[0] == second[0] == "<":  # both bounds hold: 1 <= |w| <= 3, -1 < 2x + 1 < 5
+            return _all_of([_one_relation(middle, _MIRROR[first], low), _one_relation(middle, second, high)])
     return None
+
+
+def subject(text: str) -> str | None:
+    """The variable or function value a relation is about (``x`` in ``-1 < x \\leq 2``, ``f(x)`` in
+    ``f(x) \\geq 2``), or ``None`` when it is not one relation (or chain) about a single subject.
+
+    >>> subject("0<h(t)<3"), subject("x\\\\geq2"), subject("x+y>1")
+    ('h(t)', 'x', None)
+    """
+    pieces = RELATION.split(text)
+    candidates = pieces[1:2] if len(pieces) == 3 else pieces if len(pieces) == 2 else []
+    found = [p for p in candidates if _VARIABLE.match(p)]
+    return found[0] if len(found) == 1 else None
+
+
+def about_argument(pred: str, gold: str) -> bool:
+    """Whether one relation is about a function value ``f(x)`` and the other about its argument ``x``:
+    ``f(x) > 2`` states where f's values lie, ``x > 2`` where x lies; equal bounds do not make them
+    the same statement."""
+    if "(" not in pred and "(" not in gold:  # no function value on either side
+        return False
+    subjects = subject(pred), subject(gold)
+    if None in subjects:
+        return False
+    arguments = [_ARGUMENT.match(s) for s in subjects]
+    return any(a is not None and a.group(1) == other for a, other in zip(arguments, reversed(subjects)))
 
 
 def intersection(parts: list[str]) -> list[Interval] | None:
@@ -118,7 +152,7 @@ def _value(endpoint: str) -> float:
 
 
 def _one_relation(left: str, op: str, right: str) -> list[Interval] | None:
-    if _VARIABLE.match(right) and not _VARIABLE.match(left):  # 3 < x  ==  x > 3
+    if _is_subject(right) and not _is_subject(left):  # 3 < x  ==  x > 3;  3 >= |z|  ==  |z| <= 3
         left, right, op = right, left, _MIRROR[op]
     absolute = _ABSOLUTE.match(left)
     if absolute and op != "!=":  # |x - 1| < 3  ==  -3 < x - 1 < 3
@@ -133,6 +167,10 @@ def _one_relation(left: str, op: str, right: str) -> list[Interval] | None:
     if op.startswith("<"):
         return [("(", "-" + _INFINITY, right, ")" if op == "<" else "]")]
     return [("(" if op == ">" else "[", right, _INFINITY, ")")]
+
+
+def _is_subject(side: str) -> bool:
+    return _VARIABLE.match(side) is not None or _ABSOLUTE.match(side) is not None
 
 
 def _absolute(inside: str, op: str, bound: str) -> list[Interval] | None:

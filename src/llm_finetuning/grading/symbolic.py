@@ -19,7 +19,9 @@ stdin/stdout, not a ``multiprocessing`` spawn/forkserver child: those re-import 
 run again inside the grader. The script needs only sympy and the standard library.
 
 ``SAFE_NAMES`` is the grader's one list of the sympy names an expression may use: ``expr.to_python``
-emits nothing else, and the worker refuses anything else before ``parse_expr`` (which calls ``eval``).
+(and ``matrices``, for ``Matrix``) emits nothing else, and the worker refuses anything else before
+``parse_expr`` (which calls ``eval``). The worker's comparisons are a registry, ``_RELATIONS``:
+expressions equal, equations proportional, matrices the same.
 ``equal(a, b, timeout)`` takes two ``expr.to_python`` strings and returns True, False, or None when
 sympy could not decide in time. Try ``python -m llm_finetuning.grading.symbolic``.
 """
@@ -41,6 +43,7 @@ MEMORY_LIMIT_BYTES = 1 << 30  # the worker's address space (about 70 MB in use):
 SAFE_NAMES = frozenset({
     "pi", "oo", "E", "I", "sqrt", "root", "factorial", "binomial", "Abs", "sin", "cos", "tan", "sec",
     "csc", "cot", "asin", "acos", "atan", "asec", "acsc", "acot", "sinh", "cosh", "tanh", "log", "exp",
+    "Matrix",
 })  # fmt: skip
 _SAFE = re.compile(r"^[\w\s+\-*/(),.]*$")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
@@ -52,9 +55,10 @@ _ready: set[int] = set()  # pids that have said "ready"
 
 
 def equal(a: str, b: str, timeout: float = 1.0, relation: str = "equal") -> bool | None:
-    """Whether sympy proves the expressions ``a`` and ``b`` equal (``relation="equal"``) or the
-    equations ``a = 0`` and ``b = 0`` the same (``relation="proportional"``); None when that is not
-    known within ``timeout`` seconds (counting any wait for the lock, not the worker's start)."""
+    """Whether sympy proves the expressions ``a`` and ``b`` equal (``relation="equal"``), the
+    equations ``a = 0`` and ``b = 0`` the same (``"proportional"``) or two matrix expressions the
+    same matrix (``"matrix"``); None when that is not known within ``timeout`` seconds (counting any
+    wait for the lock, not the worker's start)."""
     called = time.monotonic()
     waiting = timeout if _is_ready() else timeout + STARTUP_TIMEOUT_S
     if not _lock.acquire(timeout=waiting):
@@ -177,6 +181,7 @@ def _serve() -> None:
     _compare("equal", "sqrt(8)+v_x", "2*sqrt(2)+v_x")
     _compare("equal", "sin(v_x)**(2)+cos(v_x)**(2)", "1")
     _compare("proportional", "2*v_x+2*v_y-10", "v_x+v_y-5")
+    _compare("matrix", "Matrix(2,2,(2,1,1,1))**(-1)*Matrix(2,1,(1,v_x))", "Matrix(2,1,(1-v_x,2*v_x-1))")
     print("ready", flush=True)
     for line in sys.stdin:
         try:
@@ -197,18 +202,42 @@ def _limit_memory() -> None:
 
 
 def _compare(relation: str, a: str, b: str) -> bool:
+    return _RELATIONS[relation](_parse(a), _parse(b))
+
+
+def _equal(left: Any, right: Any) -> bool:
     import sympy
 
-    left, right = _parse(a), _parse(b)
-    if relation == "proportional":
-        if left == 0 or right == 0:
-            return False
-        ratio = sympy.simplify(left / right)
-        return bool(ratio.is_number and ratio != 0 and ratio.is_finite)
     difference = left - right
     if difference == 0 or sympy.expand(difference) == 0 or sympy.simplify(difference) == 0:
         return True
     return not difference.free_symbols and difference.equals(0) is True
+
+
+def _proportional(left: Any, right: Any) -> bool:
+    import sympy
+
+    if left == 0 or right == 0:
+        return False
+    ratio = sympy.simplify(left / right)
+    return bool(ratio.is_number and ratio != 0 and ratio.is_finite)
+
+
+def _same_matrix(left: Any, right: Any) -> bool:
+    """Two matrices of one shape (a row and a column of one length count as the same vector) with
+    equal entries."""
+    import sympy
+
+    if not (isinstance(left, sympy.MatrixBase) and isinstance(right, sympy.MatrixBase)):
+        return False
+    if left.shape != right.shape:
+        if 1 not in left.shape or 1 not in right.shape or len(left) != len(right):
+            return False
+        left, right = left.reshape(len(left), 1), right.reshape(len(right), 1)
+    return all(_equal(a, b) for a, b in zip(left, right))
+
+
+_RELATIONS = {"equal": _equal, "proportional": _proportional, "matrix": _same_matrix}
 
 
 def _parse(expression: str) -> Any:

@@ -110,3 +110,28 @@ def number_words(text: str) -> str | None:
             return None
     value = total + current
     return str(value.numerator) if value.denominator == 1 else None
+
+
+_UNIT_SPELLINGS = {  # a few measurement units and their spellings, to tell two units apart
+    "mm": ("millimeter", "millimetre"), "cm": ("centimeter", "centimetre"), "m": ("meter", "metre"),
+    "km": ("kilometer", "kilometre"), "in": ("inch",), "ft": ("foot", "feet"), "yd": ("yard",),
+    "mi": ("mile",), "mg": ("milligram",), "g": ("gram",), "kg": ("kilogram",), "lb": ("pound", "lbs"),
+    "oz": ("ounce",), "ml": ("milliliter", "millilitre"), "l": ("liter", "litre"),
+    "s": ("second", "sec"), "min": ("minute",), "h": ("hour", "hr"), "day": (), "week": (),
+    "month": (), "year": ("yr",),
+}  # fmt: skip
+UNITS = {spelling: unit for unit, others in _UNIT_SPELLINGS.items() for spelling in (unit, *others)}
+
+
+def unit_name(word: str) -> str | None:
+    """One name for a measurement unit in any of its spellings, singular or plural; ``None`` for a
+    word that is no unit the grader knows.
+
+    >>> unit_name("Centimeters"), unit_name("inches"), unit_name("km"), unit_name("apples")
+    ('cm', 'in', 'km', None)
+    """
+    word = word.lower()
+    for candidate in (word, word.removesuffix("s"), word.removesuffix("es")):
+        if candidate in UNITS:
+            return UNITS[candidate]
+    return None

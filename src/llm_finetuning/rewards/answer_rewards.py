@@ -11,13 +11,17 @@ gives −2.0 without an answer, +5.0 exact, +3.5 equal after stripping, +2.0 / +
 10 % / 20 %, −2.5 for another number and −4.5 when the answer is not a number (range −4.5 … +5.0);
 check_numbers gives −2.5 without a number, +3.5 equal, −1.5 different and 0 when the gold answer is
 not a number (range −2.5 … +3.5).
+
+Preset ``graded`` (check_answer): the notebook's scores, but its ``exact`` tier is the shared grader's
+equivalence (``exact_match: grader``), so training with the notebook's rewards optimises the accuracy
+evaluation reports: ``\\frac{7}{2}`` earns ``exact`` for a gold ``3.5``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from .. import grading
 from ..grading.extract import first_number, parse_number
@@ -28,6 +32,19 @@ from .text import DEFAULT_EOS_TEXTS, gold_candidates, gold_text
 UNSLOTH = "unsloth_qwen3_notebook"
 
 
+def _same_text(guess: str, gold: Any) -> bool:
+    """The notebook's exact tier: the answer is the gold string."""
+    return guess == gold_text(gold)
+
+
+def _graded_equal(guess: str, gold: Any) -> bool:
+    """The shared grader's verdict on the answer, as evaluation's accuracy reads it."""
+    return any(grading.is_equivalent(guess, candidate) for candidate in gold_candidates(gold))
+
+
+EXACT_MATCHES = {"string": _same_text, "grader": _graded_equal}  # check_answer's exact_match choices
+
+
 def _tags_required(reward: Reward, *tags: str) -> None:
     for tag in tags:
         reward.require(bool(getattr(reward, tag)), tag, "must be a non-empty tag")
@@ -36,9 +53,11 @@ def _tags_required(reward: Reward, *tags: str) -> None:
 @dataclasses.dataclass
 class CheckAnswer(Reward):
     """Grade the answer between the solution tags (the notebook's exact format, as its ``match_format``):
-    ``no_answer`` if there is none, ``exact`` if it equals the gold string, ``stripped`` if equal after
-    stripping whitespace, ``close``/``near`` if answer/gold is within ``close_ratio``/``near_ratio`` of 1,
-    ``wrong`` for another number, ``not_numeric`` when either is not a number. Range −2.0 … +5.0.
+    ``no_answer`` if there is none, ``exact`` if it matches the gold (``exact_match``: ``"string"``,
+    the notebook's, the same string; ``"grader"``, the shared grader finds them equal), ``stripped`` if
+    equal after stripping whitespace, ``close``/``near`` if answer/gold is within
+    ``close_ratio``/``near_ratio`` of 1, ``wrong`` for another number, ``not_numeric`` when either is
+    not a number. Range −2.0 … +5.0.
 
     >>> reward = CheckAnswer()
     >>> done = "<end_working_out><SOLUTION>{}</SOLUTION>"
@@ -47,11 +66,18 @@ class CheckAnswer(Reward):
     [5.0, 3.5, 2.0, -2.0, -2.0]
     >>> CheckAnswer.from_params(preset="unsloth_qwen3_notebook").bounds()
     (-4.5, 5.0)
+    >>> graded = CheckAnswer.from_params(preset="graded")  # the exact tier is the grader's verdict
+    >>> graded(completions=[done.format("\\\\frac{7}{2}"), done.format("3.50"), done.format("7")],
+    ...        answer=["3.5"] * 3), reward(completions=[done.format("\\\\frac{7}{2}")], answer=["3.5"])
+    ([5.0, 5.0, -2.0], [-2.0])
     """
 
     name = "check_answer"
     needs_answer = True
-    presets: ClassVar[dict[str, dict[str, Any]]] = {UNSLOTH: {"wrong": -2.5, "not_numeric": -4.5}}
+    presets: ClassVar[dict[str, dict[str, Any]]] = {
+        UNSLOTH: {"wrong": -2.5, "not_numeric": -4.5},
+        "graded": {"exact_match": "grader"},
+    }
 
     reasoning_end: str = "<end_working_out>"
     solution_start: str = "<SOLUTION>"
@@ -66,6 +92,11 @@ class CheckAnswer(Reward):
     not_numeric: float = -2.0
     no_answer: float = -2.0
     eos_texts: tuple[str, ...] = DEFAULT_EOS_TEXTS
+    exact_match: Literal["string", "grader"] = "string"
+
+    @property
+    def uses_grader(self) -> bool:  # build_rewards starts the grader's worker for it
+        return self.exact_match == "grader"
 
     def validate(self) -> None:
         _tags_required(self, "reasoning_end", "solution_start", "solution_end")
@@ -78,9 +109,9 @@ class CheckAnswer(Reward):
         )
         if guess is None:
             return self.no_answer
-        gold = gold_text(gold)
-        if guess == gold:
+        if EXACT_MATCHES[self.exact_match](guess, gold):
             return self.exact
+        gold = gold_text(gold)
         if guess.strip() == gold.strip():
             return self.stripped
         try:
