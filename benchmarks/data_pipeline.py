@@ -27,7 +27,7 @@ def tokenizer_for(config):
     from transformers import AutoTokenizer
 
     from llm_finetuning.model.template import apply_chat_template_to
-    from llm_finetuning.model.tiny import base_model_path
+    from llm_finetuning.model.sources import base_model_path
 
     return apply_chat_template_to(AutoTokenizer.from_pretrained(base_model_path(config)), config.prompt)
 

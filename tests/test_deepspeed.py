@@ -112,7 +112,7 @@ def test_deepspeed_parses_every_config_as_the_trainer_fills_it(config, tiny_conf
     from trl import SFTConfig
 
     from llm_finetuning.model import get_backend
-    from llm_finetuning.model.tiny import base_model_path
+    from llm_finetuning.model.sources import base_model_path
     from llm_finetuning.training.arguments import sft_arguments
 
     flags = ["--machine_rank", "1", "--main_process_ip", "10.1.2.3"] if "multinode" in config.stem else []

@@ -146,3 +146,9 @@ def test_an_unknown_hub_model_names_the_offline_fix():
     config = PipelineConfig.from_yaml(DEFAULT, ["model.model_name=someone/unknown-7b"])
     with pytest.raises(ModelError, match="point model_name at a local directory with its config.json"):
         estimate_memory(config, parse_size("24GiB"))
+
+
+def test_the_builtin_smollm2s_counts_are_its_real_ones():
+    """134,515,008 parameters: what transformers counts on the converted SmolLM2-135M-Instruct (tied head)."""
+    config = PipelineConfig.from_dict({"model": {"model_name": "builtin:smollm2-135m-instruct"}})
+    assert model_shape(config).parameters == 134_515_008

@@ -99,7 +99,7 @@ def test_tags_are_single_tokens_that_survive_skip_special_tokens(tokenizer):
 
 def test_values_with_quotes_braces_and_newlines_are_baked_in_verbatim(tokenizer):
     nasty = PromptConfig(system_prompt="Say \"hi\" {{ x }} {% if %}\n\\n 'q' é", reasoning_start="<r'>")
-    tokenizer.chat_template = render_chat_template(nasty, tokenizer.eos_token)
+    tokenizer.chat_template = render_chat_template(nasty, tokenizer.eos_token, chatml=True)
     try:
         rendered = tokenizer.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
     finally:
@@ -115,4 +115,54 @@ def test_unknown_role_is_refused(tokenizer):
 
 def test_missing_template_file_is_a_model_error_naming_it():
     with pytest.raises(ModelError, match="nowhere.jinja not found"):
-        render_chat_template(PromptConfig(chat_template="nowhere.jinja"), "<|im_end|>")
+        render_chat_template(PromptConfig(chat_template="nowhere.jinja"), "<|im_end|>", chatml=True)
+
+
+def _fast_tokenizer(model, pre_tokenizer, decoder, eos: str, corpus: list[str]):
+    """A small trained tokenizer of another family: no ChatML tokens, ``eos`` as its only special token."""
+    from tokenizers import Tokenizer, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    raw = Tokenizer(model)
+    raw.pre_tokenizer, raw.decoder = pre_tokenizer, decoder
+    trainer_class = trainers.BpeTrainer if type(model).__name__ == "BPE" else trainers.WordLevelTrainer
+    raw.train_from_iterator(corpus, trainer_class(special_tokens=[eos, "[UNK]"]))
+    return PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=eos, unk_token="[UNK]")
+
+
+@pytest.fixture(scope="module")
+def plain_tokenizer():
+    """Byte-level BPE without ChatML tokens (as a base model's tokenizer often is), eos ``</s>``."""
+    from tokenizers import decoders, models, pre_tokenizers
+
+    corpus = ["What is 2 + 3? 2 + 3 = 5", SYSTEM, "<start_working_out> <SOLUTION>"] * 20
+    return apply_chat_template_to(_fast_tokenizer(models.BPE(), pre_tokenizers.ByteLevel(add_prefix_space=False),
+                                                  decoders.ByteLevel(), "</s>", corpus), PromptConfig())  # fmt: skip
+
+
+def test_a_tokenizer_without_chatml_tokens_gets_the_plain_layout_and_keeps_the_prefix_property(plain_tokenizer):
+    prompt = plain_tokenizer.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
+    assert prompt == f"{SYSTEM}</s>What is 2 + 3?\n<start_working_out>"  # no <|im_start|> written as text
+    full = plain_tokenizer.apply_chat_template(PROMPT + COMPLETION, tokenize=False)
+    assert full == prompt + COMPLETION[0]["content"] + "</s>"
+    prompt_ids = plain_tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    full_ids = plain_tokenizer(full, add_special_tokens=False)["input_ids"]
+    assert full_ids[: len(prompt_ids)] == prompt_ids and full_ids[-1] == plain_tokenizer.eos_token_id
+
+
+def test_tags_written_in_pieces_survive_decoding_with_special_tokens_skipped(plain_tokenizer):
+    tag = PromptConfig().reasoning_start
+    assert len(plain_tokenizer(tag, add_special_tokens=False)["input_ids"]) > 1  # ordinary text, no new token
+    text = COMPLETION[0]["content"]
+    ids = plain_tokenizer(text + "</s>", add_special_tokens=False)["input_ids"]
+    assert plain_tokenizer.decode(ids, skip_special_tokens=True) == text
+
+
+def test_a_tag_the_tokenizer_cannot_write_is_refused_naming_the_tag():
+    from tokenizers import decoders, models, pre_tokenizers
+
+    words = _fast_tokenizer(models.WordLevel(unk_token="[UNK]"), pre_tokenizers.Whitespace(),
+                            decoders.WordPiece(), "</s>", ["what is two plus three"])  # fmt: skip
+    with pytest.raises(ModelError) as info:
+        apply_chat_template_to(words, PromptConfig())
+    assert str(info.value).startswith("prompt.reasoning_start: this tokenizer writes '<start_working_out>' back as")

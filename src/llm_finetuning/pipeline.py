@@ -46,7 +46,7 @@ from .generation.engines import HFEngine, open_engine
 from .logging_setup import setup_logging
 from .model import Backend, ModelManager, choose_backend
 from .model.hardware import free_memory, on_cuda
-from .model.tiny import base_model_path
+from .model.sources import base_model_path
 from .rewards import build_rewards
 from .run_outputs import RunRecorder
 from .training.arguments import check_trainer_settings

@@ -9,12 +9,14 @@ from .adapters import atomic_directory
 from .backend import Backend, Rollouts
 from .backends import BACKENDS, choose_backend, get_backend
 from .manager import ModelManager
+from .sources import BUILTIN_MODELS, SMOLLM2_NAME, base_model_path
 from .template import render_chat_template
-from .tiny import BUILTIN_MODELS, TINY_MODEL_NAME, base_model_path, build_tiny_base
+from .tiny import TINY_MODEL_NAME, build_tiny_base
 
 __all__ = [
     "BACKENDS",
     "BUILTIN_MODELS",
+    "SMOLLM2_NAME",
     "TINY_MODEL_NAME",
     "Backend",
     "ModelManager",

@@ -29,8 +29,8 @@ from .adapters import atomic_directory, recover_previous
 from .backend import Backend
 from .backends import choose_backend
 from .hardware import free_memory
+from .sources import BUILTIN_MODELS, base_model_path
 from .template import apply_chat_template_to
-from .tiny import BUILTIN_MODELS, base_model_path
 
 __all__ = ["ModelManager"]
 
@@ -168,14 +168,16 @@ class ModelManager:
         return manager
 
     def _inference_base_path(self, adapter_path: Path) -> str:
+        """The folder the adapter was trained on when this machine built it (a builtin, a converted GGUF) and it
+        still exists; else the config's source, built or converted again if need be."""
         recorded = json.loads((adapter_path / "adapter_config.json").read_text()).get(
             "base_model_name_or_path"
         )
-        if self.config.model.model_name not in BUILTIN_MODELS:
-            return self.config.model.model_name
-        if recorded and Path(recorded).is_dir():
+        name = self.config.model.model_name
+        built_here = name in BUILTIN_MODELS or name.endswith(".gguf")
+        if built_here and recorded and Path(recorded).is_dir():
             return recorded
-        return base_model_path(self.config)  # the builtin base was deleted: rebuild it
+        return base_model_path(self.config)
 
     def free(self) -> None:
         """Drop the model and tokenizer, collect garbage and empty the CUDA cache.

@@ -22,6 +22,7 @@ from ..config import ConfigError, PipelineConfig
 from ..errors import ModelError
 from .backend import Backend
 from .backends import backend_on_cuda
+from .sources import SMOLLM2_NAME
 from .tiny import TINY_MODEL_NAME
 
 __all__ = ["KNOWN_SHAPES", "MemoryEstimate", "ModelShape", "PhaseEstimate", "estimate_memory", "model_shape",
@@ -45,6 +46,7 @@ class ModelShape:
     head_dim: int
     vocab_size: int
     tied_embeddings: bool
+    qk_norm: bool = True  # Qwen3 normalises queries and keys per head; Llama has no such weights
 
     def module_shapes(self) -> dict[str, tuple[int, int]]:
         """``(in, out)`` features of each projection in one layer, by peft's module name."""
@@ -64,7 +66,8 @@ class ModelShape:
 
     @property
     def parameters(self) -> int:
-        norms = self.num_layers * (2 * self.hidden_size + 2 * self.head_dim) + self.hidden_size
+        per_layer = 2 * self.hidden_size + (2 * self.head_dim if self.qk_norm else 0)
+        norms = self.num_layers * per_layer + self.hidden_size
         heads = 1 if self.tied_embeddings else 2
         return self.linear_parameters + heads * self.embedding_parameters + norms
 
@@ -87,7 +90,10 @@ class ModelShape:
 
 # config.json of unsloth/Qwen3-4B-Base (= Qwen/Qwen3-4B-Base): 4,022,468,096 parameters.
 _QWEN3_4B = ModelShape(2560, 36, 9728, 32, 8, 128, 151936, True)
-KNOWN_SHAPES = {"unsloth/Qwen3-4B-Base": _QWEN3_4B, "Qwen/Qwen3-4B-Base": _QWEN3_4B}
+# SmolLM2-135M-Instruct (the builtin): Llama, 30 layers, hidden 576, 9 query / 3 key-value heads, tied embeddings
+_SMOLLM2_135M = ModelShape(hidden_size=576, num_layers=30, intermediate_size=1536, num_heads=9, num_kv_heads=3,
+                           head_dim=64, vocab_size=49152, tied_embeddings=True, qk_norm=False)  # fmt: skip
+KNOWN_SHAPES = {"unsloth/Qwen3-4B-Base": _QWEN3_4B, "Qwen/Qwen3-4B-Base": _QWEN3_4B, SMOLLM2_NAME: _SMOLLM2_135M}
 
 
 def model_shape(config: PipelineConfig) -> ModelShape:
@@ -117,6 +123,7 @@ def shape_from_config_json(data: dict) -> ModelShape:
         num_kv_heads=text.get("num_key_value_heads") or heads,
         head_dim=text.get("head_dim") or text["hidden_size"] // heads, vocab_size=text["vocab_size"],
         tied_embeddings=bool(data.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
+        qk_norm=str(text.get("model_type", data.get("model_type", ""))).startswith("qwen3"),
     )  # fmt: skip
 
 

@@ -6,8 +6,16 @@ tokenizer stores. The placeholders use ``[[ ]]`` delimiters so the Hugging Face 
 ``{% %}`` pass through untouched; values go in as Jinja string literals, so quotes, backslashes or braces
 in a system prompt cannot break the template.
 
+Any tokenizer: a tokenizer with ``<|im_start|>`` as one token (Qwen, SmolLM2, the tiny demo model) gets
+ChatML turn headers, any other the plain layout of Unsloth's recipe (the system prompt and eos, then the
+question); both end a turn with the tokenizer's eos. The tags stay ordinary text: a pretrained byte-level
+tokenizer writes them from pieces it already has, while a new token would start from an untrained embedding
+that LoRA never trains (only ``modules_to_save`` would, at the cost of the whole embedding in every adapter).
+TRL decodes completions with special tokens skipped, so text tags also survive decoding. A tag the tokenizer
+cannot write back (no byte fallback) is refused with the tag to change.
+
     >>> from llm_finetuning.config import PromptConfig
-    >>> template = render_chat_template(PromptConfig(), eos_token="<|im_end|>")
+    >>> template = render_chat_template(PromptConfig(), eos_token="<|im_end|>", chatml=True)
     >>> "<start_working_out>" in template
     True
 """
@@ -23,7 +31,8 @@ import jinja2
 from ..config import PromptConfig
 from ..errors import ModelError
 
-__all__ = ["PROJECT_ROOT", "apply_chat_template_to", "render_chat_template", "resolve_template_path"]
+__all__ = ["PROJECT_ROOT", "apply_chat_template_to", "check_tags_written", "render_chat_template",
+           "resolve_template_path"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
@@ -45,6 +54,8 @@ _SOURCE_ENV = jinja2.Environment(
     autoescape=False,
 )
 _SOURCE_ENV.filters["jinja_string"] = _jinja_string
+_SOURCE_ENV.filters["jinja_bool"] = lambda value: "true" if value else "false"
+CHATML_TURN = "<|im_start|>"
 
 
 def resolve_template_path(template: str | Path) -> Path:
@@ -60,8 +71,9 @@ def resolve_template_path(template: str | Path) -> Path:
     )
 
 
-def render_chat_template(prompt: PromptConfig, eos_token: str) -> str:
-    """Return the tokenizer-ready chat template with the tags, system prompt and ``eos_token`` as literals."""
+def render_chat_template(prompt: PromptConfig, eos_token: str, chatml: bool) -> str:
+    """Return the tokenizer-ready chat template with the tags, system prompt and ``eos_token`` as literals;
+    ``chatml``: ChatML turn headers (else the plain layout)."""
     if not eos_token:
         raise ModelError("the tokenizer has no eos token; use a model whose tokenizer defines one")
     path = resolve_template_path(prompt.chat_template)
@@ -74,6 +86,7 @@ def render_chat_template(prompt: PromptConfig, eos_token: str) -> str:
             solution_start=prompt.solution_start,
             solution_end=prompt.solution_end,
             eos_token=eos_token,
+            chatml=chatml,
         )
         jinja2.Environment().parse(rendered)  # fail here, not at the first apply_chat_template call
     except jinja2.TemplateError as exc:
@@ -83,9 +96,25 @@ def render_chat_template(prompt: PromptConfig, eos_token: str) -> str:
 
 def apply_chat_template_to(tokenizer: Any, prompt: PromptConfig) -> Any:
     """Give ``tokenizer`` our chat template, a pad token and left padding (for batched generation)."""
-    tokenizer.chat_template = render_chat_template(prompt, tokenizer.eos_token)
+    check_tags_written(tokenizer, prompt)
+    chatml = CHATML_TURN in tokenizer.get_vocab()
+    tokenizer.chat_template = render_chat_template(prompt, tokenizer.eos_token, chatml)
     if tokenizer.pad_token is None:
         # Reusing eos is safe: TRL masks padding by attention mask, and eos ends every assistant turn.
         tokenizer.pad_token = getattr(tokenizer, "unk_token", None) or tokenizer.eos_token
     tokenizer.padding_side = "left"
     return tokenizer
+
+
+def check_tags_written(tokenizer: Any, prompt: PromptConfig) -> None:
+    """Refuse a tag the tokenizer cannot write back (encoded, then decoded without special tokens); a space a
+    tokenizer puts before a text it encodes alone is not a change of the tag."""
+    for field in ("reasoning_start", "reasoning_end", "solution_start", "solution_end"):
+        tag = getattr(prompt, field)
+        ids = tokenizer(tag, add_special_tokens=False)["input_ids"]
+        written = tokenizer.decode(ids, skip_special_tokens=True)
+        if written.strip() != tag:
+            raise ModelError(
+                f"prompt.{field}: this tokenizer writes {tag!r} back as {written!r}; choose a tag made of "
+                "characters it has (letters, digits, < > / _ are in every byte-level tokenizer)"
+            )

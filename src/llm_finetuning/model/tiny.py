@@ -26,20 +26,18 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..config import PipelineConfig, PromptConfig, TinyModelSettings
-from ..errors import ModelError
 
 __all__ = [
-    "BUILTIN_MODELS",
     "EOS_TOKEN",
     "PAD_TOKEN",
     "TINY_MODEL_NAME",
     "TURN_TOKEN",
-    "base_model_path",
     "build_tiny_base",
+    "build_tiny_for_run",
     "tiny_cache_dir",
 ]
 
@@ -75,22 +73,6 @@ def build_tiny_for_run(config: PipelineConfig) -> Path:
     return build_tiny_base(
         config.model.tiny, config.prompt, corpus, config.output_dir, config.model.max_seq_length
     )
-
-
-# model.model_name "builtin:<name>" -> builder(config) -> a local directory that loads like any Hub model
-BUILTIN_MODELS: dict[str, Callable[[PipelineConfig], Path]] = {TINY_MODEL_NAME: build_tiny_for_run}
-
-
-def base_model_path(config: PipelineConfig) -> str:
-    """The base model's Hub id or local directory; a ``builtin:`` name is built (or reused) first."""
-    name = config.model.model_name
-    if name in BUILTIN_MODELS:
-        return str(BUILTIN_MODELS[name](config))
-    if name.startswith("builtin:"):
-        raise ModelError(
-            f"model.model_name: unknown builtin model {name!r}; valid: {', '.join(sorted(BUILTIN_MODELS))}"
-        )
-    return name
 
 
 def tiny_cache_dir(
