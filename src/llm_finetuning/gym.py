@@ -9,8 +9,8 @@ The data layer makes problems from it (``reasoning_gym:<task>``, ``data/gym_sour
 - ``check_task(task, settings, where)``: an unknown task names the closest valid one, an unknown or refused
   setting names the setting; builds the task's config only, generates nothing;
 - ``task_dataset(task, settings, seed, size)``: the task's dataset object (entries are made on demand);
-- ``entry_ref(...)`` / ``score(ref, answer)``: where an entry comes from, as the JSON a dataset column carries,
-  and the task's verifier on an answer to it. The entry is rebuilt from its reference (the dataset object is
+- ``entry_ref(...)`` / ``score(ref, answer)``: where an entry comes from, as the JSON a dataset column
+  carries, and the task's verifier on an answer to it. The entry is rebuilt from its reference (the dataset object is
   cached per task, settings, seed and size), not stored: a JSON round trip turns the tuples some verifiers
   compare (arc_agi, rearc) into lists, and a right answer would then score 0.05 instead of 1.
 
@@ -32,7 +32,16 @@ from typing import Any
 
 from .schema import ConfigError, closest
 
-__all__ = ["EXTRA_FIX", "PREFIX", "check_task", "entry_ref", "package_problem", "score", "task_dataset", "task_of"]
+__all__ = [
+    "EXTRA_FIX",
+    "PREFIX",
+    "check_task",
+    "entry_ref",
+    "package_problem",
+    "score",
+    "task_dataset",
+    "task_of",
+]
 
 PREFIX = "reasoning_gym:"  # a dataset name "reasoning_gym:<task>" generates the task's problems
 EXTRA_FIX = "uv sync --extra reasoning-gym"
@@ -89,7 +98,7 @@ def _task_config(task: str, settings: Mapping[str, Any], where: str, seed: int, 
             config.validate()
     except (AssertionError, ValueError, TypeError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"{where}: {task} refuses these settings ({reason}); see its config class") from None
+        raise ConfigError(f"{where}: {task} refuses these settings ({reason})") from None
     return config
 
 

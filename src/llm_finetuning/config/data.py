@@ -209,7 +209,8 @@ class DataConfig:
 
     def _check_tasks(self) -> None:
         """The reasoning-gym tasks the datasets name, and every task's settings, refused here with the
-        closest valid name, before any model loads (imports reasoning-gym only when a dataset names a task)."""
+        closest valid name, before any model loads (reasoning-gym is imported only when a dataset names
+        a task)."""
         named = {key: gym.task_of(spec.name) for key, spec in (("sft", self.sft), ("grpo", self.grpo))}
         if not any(named.values()):
             return

@@ -107,7 +107,9 @@ def generate_task_rows(cfg: ReasoningGymConfig, task: str, seed: int) -> Dataset
     return Dataset.from_dict({key: [row[key] for row in rows] for key in _COLUMNS})
 
 
-_COLUMNS = ("question", "answer", "working", "working_agrees", "split", "task", "template", "reasoning_gym_entry")
+_COLUMNS = (
+    "question", "answer", "working", "working_agrees", "split", "task", "template", "reasoning_gym_entry"
+)  # fmt: skip
 
 
 def _draw(

@@ -12,13 +12,13 @@ prompt with ``add_generation_prompt=True`` and appending the completion gives th
 a template does not prefill the tag, the completion carries it instead.
 
 GRPO lengths follow the percentile rule in ``lengths.py``, computed on the training rows. The validation
-split is seeded; for data with held-out rows (``synthetic:*``, ``reasoning_gym:*``) it is exactly the held-out problems, which
-the percentile rule does not thin (they are a fixed evaluation set, and in ``heldout_by: wording`` all of
-them are the longer word problems): they are dropped only when the prompt leaves less than
-``max_completion_length`` of ``max_seq_length``.
+split is seeded; for data with held-out rows (``synthetic:*``, ``reasoning_gym:*``) it is exactly the
+held-out problems, which the percentile rule does not thin (they are a fixed evaluation set, and in
+``heldout_by: wording`` all of them are the longer word problems): they are dropped only when the prompt
+leaves less than ``max_completion_length`` of ``max_seq_length``.
 
     processor = DatasetProcessor(cfg, tokenizer)               # tokenizer.chat_template already set
-    sft = processor.sft_dataset(DatasetLoader(cfg.data.sft, cfg.data.seed).load(), cfg.data.sft)
+    sft = processor.sft_dataset(DatasetLoader.for_data(cfg.data.sft, cfg.data).load(), cfg.data.sft)
     grpo = processor.grpo_dataset(raw, cfg.data.grpo)          # GRPOData(train, validation, ...)
 """
 

@@ -39,7 +39,8 @@ class ReasoningGymScore(Reward):
     verifier raises. Range 0 … +1.0 (scale it with the reward's ``weight``).
 
     >>> from llm_finetuning.gym import entry_ref
-    >>> ref = entry_ref("chain_sum", {"min_terms": 2, "max_terms": 2, "max_digits": 1}, seed=1, size=1, index=0)
+    >>> sums = {"min_terms": 2, "max_terms": 2, "max_digits": 1}
+    >>> ref = entry_ref("chain_sum", sums, seed=1, size=1, index=0)
     >>> json.loads(ref)["task"]  # entry 0 asks "4 - 1 ="
     'chain_sum'
     >>> ReasoningGymScore()(completions=["4 - 1 = 3<end_working_out><SOLUTION> 3 </SOLUTION>",
