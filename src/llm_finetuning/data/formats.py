@@ -2,9 +2,9 @@
 
 Why: the processor should not know where a dataset came from. Each adapter reads one schema (the Hub
 datasets the default recipe uses, MATH and GSM8K copies, our generator, reasoning-gym's tasks, or any
-table through ``format: columns``) and returns the question, the final answer (``None`` when unusable: the row is
-dropped and counted), the worked solution for SFT (``None`` when the schema has none) and metadata
-columns kept for evaluation breakdowns (``level``, ``subject``...). Final answers are taken from
+table through ``format: columns``) and returns the question, the final answer (``None`` when unusable:
+the row is dropped and counted), the worked solution for SFT (``None`` when the schema has none) and
+metadata columns kept for evaluation breakdowns (``level``, ``subject``...). Final answers are taken from
 worked solutions and answer columns by the grader's own extraction (``llm_finetuning.grading``), so
 the gold answer a model is scored against is read by the same rules as the model's answer.
 
