@@ -208,5 +208,5 @@ def reasoning_gym_marks() -> list:
     from llm_finetuning.gym import package_problem
 
     problem = package_problem()
-    reason = f"reasoning-gym {problem}; then: uv run --extra reasoning-gym pytest -m reasoning_gym"
+    reason = f"the reasoning_gym lane {problem}; then run: uv run --extra reasoning-gym pytest -m reasoning_gym"
     return [pytest.mark.reasoning_gym, pytest.mark.skipif(problem is not None, reason=reason)]
