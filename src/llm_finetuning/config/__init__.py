@@ -7,7 +7,7 @@ Loading (``llm_finetuning/schema.py``, shared with the rewards' parameters) reje
 the closest valid one, and wrong types; the cross-field rules live in each class's ``__post_init__``.
 
     model.py     ModelConfig, LoraSettings, TinyModelSettings
-    data.py      DataConfig, DatasetSpec, SyntheticDataConfig, PromptConfig
+    data.py      DataConfig, DatasetSpec, SyntheticDataConfig, ReasoningGymConfig, PromptConfig
     training.py  SFTTrainingConfig, GRPOTrainingConfig, VLLMSamplingConfig
     pipeline.py  PipelineConfig (every section), RewardConfig, RewardSpec, EvaluationConfig
     explain.py   every field with its type, value and help
@@ -17,7 +17,7 @@ the closest valid one, and wrong types; the cross-field rules live in each class
 """
 
 from ..schema import ConfigError
-from .data import DataConfig, DatasetSpec, PromptConfig, SyntheticDataConfig
+from .data import DataConfig, DatasetSpec, PromptConfig, ReasoningGymConfig, SyntheticDataConfig
 from .model import LoraSettings, ModelConfig, TinyModelSettings
 from .pipeline import EvaluationConfig, PipelineConfig, RewardConfig, RewardSpec
 from .training import GRPOTrainingConfig, SFTTrainingConfig, VLLMSamplingConfig
@@ -32,6 +32,7 @@ __all__ = [
     "ModelConfig",
     "PipelineConfig",
     "PromptConfig",
+    "ReasoningGymConfig",
     "RewardConfig",
     "RewardSpec",
     "SFTTrainingConfig",

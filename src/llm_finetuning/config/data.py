@@ -1,14 +1,17 @@
-"""Data settings: the datasets of both phases, the offline generator, and the prompt's tags."""
+"""Data settings: the datasets of both phases, the generators (offline arithmetic, reasoning-gym's tasks),
+and the prompt's tags."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from .. import gym
 from ..schema import option, require
 
 DatasetFormat = Literal[
-    "auto", "openmathreasoning", "dapo", "gsm8k", "math", "numina", "columns", "synthetic"
+    "auto", "openmathreasoning", "dapo", "gsm8k", "math", "numina", "columns", "synthetic", "reasoning_gym"
 ]
 HeldoutBy = Literal["tuples", "wording", "both"]
 Working = Literal["lines", "columns"]
@@ -19,7 +22,9 @@ class DatasetSpec:
     """One dataset: where it lives and how to read its columns."""
 
     name: str = option(
-        "", 'Hub id, local file/folder (.jsonl/.json/.parquet/.csv), or "synthetic:arithmetic"'
+        "",
+        'Hub id, local file/folder (.jsonl/.json/.parquet/.csv), "synthetic:arithmetic", or '
+        '"reasoning_gym:<task>" (a reasoning-gym task, e.g. reasoning_gym:gsm_symbolic)',
     )
     subset: str | list[str] | None = option(None, "Hub configuration name, or a list of them to concatenate")
     split: str = option("train", "split to load")
@@ -35,6 +40,17 @@ class DatasetSpec:
     def __post_init__(self) -> None:
         if self.max_samples is not None:
             require(self.max_samples > 0, "max_samples", f"must be > 0 (got {self.max_samples})")
+        generated = gym.task_of(self.name) is not None
+        require(
+            generated or self.format != "reasoning_gym",
+            "format",
+            f'reasoning_gym reads generated problems: set name to "reasoning_gym:<task>" (got {self.name!r})',
+        )
+        require(
+            not generated or self.format in ("auto", "reasoning_gym"),
+            "format",
+            f"{self.name} generates reasoning-gym problems: use format reasoning_gym (got {self.format})",
+        )
 
 
 @dataclass
@@ -114,6 +130,47 @@ class SyntheticDataConfig:
 
 
 @dataclass
+class ReasoningGymConfig:
+    """reasoning-gym's tasks behind ``reasoning_gym:<task>`` (the reasoning-gym extra); see docs/data.md."""
+
+    settings: dict[str, dict[str, Any]] = option(
+        factory=dict,
+        help="per task, the settings passed to reasoning_gym.create_dataset "
+        "(e.g. chain_sum: {min_terms: 2, max_terms: 3, min_digits: 1, max_digits: 2})",
+    )
+    num_train: int = option(4000, "training problems generated (SFT and GRPO draw from these)")
+    num_eval: int = option(
+        200, "held-out problems: another seed, held-out templates, no question that is in training"
+    )
+    seed: int | None = option(None, "seed of the training problems; null = data.seed")
+    eval_seed: int | None = option(
+        None,
+        "seed of the held-out problems; null = seed + 1000000 (reasoning-gym makes entry i from seed + i, "
+        "so training and held-out entries never share a random stream)",
+    )
+    heldout_templates: float = option(
+        0.2,
+        "tasks built from templates (gsm_symbolic: 85 GSM8K templates): share of templates never in "
+        "training, the only ones held-out problems use; 0 = hold out by seed only",
+    )
+
+    def __post_init__(self) -> None:
+        require(self.num_train > 0, "num_train", f"must be > 0 (got {self.num_train})")
+        require(self.num_eval >= 0, "num_eval", f"must be >= 0 (got {self.num_eval})")
+        require(
+            0 <= self.heldout_templates < 1,
+            "heldout_templates",
+            f"must be in [0, 1) (got {self.heldout_templates})",
+        )
+        for task, settings in self.settings.items():
+            require(
+                isinstance(settings, Mapping),
+                f"settings.{task}",
+                f"expected a mapping of the task's settings, got {settings!r}",
+            )
+
+
+@dataclass
 class DataConfig:
     """Datasets for both phases and how they are processed."""
 
@@ -126,6 +183,9 @@ class DataConfig:
         help="GRPO (reward) data",
     )
     synthetic: SyntheticDataConfig = option(factory=SyntheticDataConfig, help="generator settings")
+    reasoning_gym: ReasoningGymConfig = option(
+        factory=ReasoningGymConfig, help="reasoning-gym's tasks (reasoning_gym:<task>)"
+    )
     prompt_length_percentile: float = option(90.0, "keep GRPO prompts at or under this length percentile")
     sft_max_length_fraction: float = option(0.5, "drop SFT examples longer than this share of max_seq_length")
     numeric_answers_only: bool = option(
@@ -145,6 +205,23 @@ class DataConfig:
             "sft_max_length_fraction",
             f"must be in (0, 1] (got {self.sft_max_length_fraction})",
         )
+        self._check_tasks()
+
+    def _check_tasks(self) -> None:
+        """The reasoning-gym tasks the datasets name, and every task's settings, refused here with the
+        closest valid name, before any model loads (reasoning-gym is imported only when a dataset names
+        a task)."""
+        named = {key: gym.task_of(spec.name) for key, spec in (("sft", self.sft), ("grpo", self.grpo))}
+        if not any(named.values()):
+            return
+        problem = gym.package_problem()
+        key, task = next((key, task) for key, task in named.items() if task)
+        require(problem is None, f"{key}.name", f"{gym.PREFIX}{task} {problem}")
+        for key, task in named.items():
+            if task:
+                gym.check_task(task, {}, f"{key}.name")
+        for name, values in self.reasoning_gym.settings.items():
+            gym.check_task(name, values, f"reasoning_gym.settings.{name}")
 
 
 @dataclass

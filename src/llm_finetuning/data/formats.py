@@ -1,10 +1,10 @@
 """One small adapter per dataset schema, in a registry: raw row -> canonical ``Problem``.
 
 Why: the processor should not know where a dataset came from. Each adapter reads one schema (the Hub
-datasets the default recipe uses, MATH and GSM8K copies, our generator, or any table through
-``format: columns``) and returns the question, the final answer (``None`` when unusable: the row is
-dropped and counted), the worked solution for SFT (``None`` when the schema has none) and metadata
-columns kept for evaluation breakdowns (``level``, ``subject``...). Final answers are taken from
+datasets the default recipe uses, MATH and GSM8K copies, our generator, reasoning-gym's tasks, or any
+table through ``format: columns``) and returns the question, the final answer (``None`` when unusable:
+the row is dropped and counted), the worked solution for SFT (``None`` when the schema has none) and
+metadata columns kept for evaluation breakdowns (``level``, ``subject``...). Final answers are taken from
 worked solutions and answer columns by the grader's own extraction (``llm_finetuning.grading``), so
 the gold answer a model is scored against is read by the same rules as the model's answer.
 
@@ -24,10 +24,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import gym
 from ..config import DatasetSpec
 from ..errors import DataError
 from ..grading.extract import gold_answer, is_numeric, last_boxed
-from ..grading.normalize import without_thousands
+from .workings import WORKINGS, gsm8k_answer, gsm8k_working
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -54,6 +55,7 @@ class Problem:
     answer: str | None  # None = no usable final answer (the row is dropped and counted)
     reasoning: str | None = None  # worked solution without answer markup (SFT); None = the schema has none
     metadata: dict[str, Any] = field(default_factory=dict)  # extra columns kept on the processed rows
+    reasoning_agrees: bool = True  # False: the worked solution reaches another answer (dropped from SFT)
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ class FormatAdapter:
     has_reasoning: bool  # rows carry a worked solution, so the schema can be SFT data
     heldout_column: str | None = None  # column marking held-out rows ("eval"), used instead of a random split
     report: Callable[[Dataset, DatasetSpec], None] | None = None  # logs what the adapter will change
+    checks_reasoning: bool = False  # rows say whether their worked solution reaches the answer (SFT stage)
+    sft_refusal: Callable[[DatasetSpec], str | None] | None = None  # why this spec cannot be SFT data
 
     def required_columns(self, spec: DatasetSpec, columns: Sequence[str] = ()) -> list[str]:
         """The columns this schema needs: the signature that ``columns`` comes closest to."""
@@ -74,13 +78,6 @@ class FormatAdapter:
                 [spec.solution_column] if spec.solution_column else []
             )
         return list(min(self.signatures, key=lambda signature: len(set(signature) - set(columns))))
-
-
-def _gsm8k_answer(solution: str) -> str | None:
-    """The answer of a GSM8K-style answer column (``… #### 1,234`` or a bare answer), thousands
-    separators dropped so the SFT target and the string-matching rewards see ``1234``."""
-    answer = gold_answer(solution)
-    return without_thousands(answer) if answer else None
 
 
 def _clean(text: Any) -> str:
@@ -149,11 +146,10 @@ def _gsm8k(row: dict[str, Any], spec: DatasetSpec) -> Problem:
     """GSM8K (``… #### 72``), or a question/answer table whose answer is a bare answer; text without
     ``####`` that reads as prose (a worked solution cut short) has no usable answer."""
     solution = _clean(row["answer"])
-    marked = "####" in solution
-    working = re.sub(r"<<[^>]*>>", "", solution.rsplit("####", 1)[0]).strip() if marked else ""
-    answer = _gsm8k_answer(solution) if marked or _bare_answer(solution) else None
+    working = gsm8k_working(solution)
+    answer = working.answer if "####" in solution or _bare_answer(solution) else None
     metadata = {"reference_solution": solution, **_breakdown(row)}
-    return Problem(_clean(row["question"]), answer, working or None, metadata)
+    return Problem(_clean(row["question"]), answer, working.text or None, metadata)
 
 
 def _bare_answer(text: str) -> bool:
@@ -180,7 +176,7 @@ def _numina(row: dict[str, Any], spec: DatasetSpec) -> Problem:
 
 
 def _columns(row: dict[str, Any], spec: DatasetSpec) -> Problem:
-    answer = _gsm8k_answer(_clean(row[spec.answer_column])) if _clean(row[spec.answer_column]) else None
+    answer = gsm8k_answer(_clean(row[spec.answer_column])) if _clean(row[spec.answer_column]) else None
     reasoning = (_clean(row[spec.solution_column]) or None) if spec.solution_column else None
     return Problem(_clean(row[spec.question_column]), answer, reasoning)
 
@@ -190,10 +186,42 @@ def _synthetic(row: dict[str, Any], spec: DatasetSpec) -> Problem:
     return Problem(_clean(row["question"]), _answer_or_none(row["answer"]), _clean(row["solution"]), metadata)
 
 
+def _reasoning_gym(row: dict[str, Any], spec: DatasetSpec) -> Problem:
+    """A generated reasoning-gym row (``data/gym_source.py``): its worked solution, if the task has one, and
+    the entry's reference, which the ``reasoning_gym`` reward scores against."""
+    keep = ("split", "task", "template", "reasoning_gym_entry")
+    return Problem(
+        _clean(row["question"]),
+        _answer_or_none(row["answer"]),
+        _clean(row["working"]) or None,
+        {key: row[key] for key in keep},
+        reasoning_agrees=bool(row["working_agrees"]),
+    )
+
+
+def _reasoning_gym_sft_refusal(spec: DatasetSpec) -> str | None:
+    task = gym.task_of(spec.name)
+    if task in WORKINGS:
+        return None
+    return (
+        f"the project has no worked solutions for reasoning-gym's {task}, so it cannot be SFT data; "
+        f"use a task that has them ({', '.join(sorted(WORKINGS))}) or other SFT data (GRPO takes any task)"
+    )
+
+
 # Auto detection tries these in order, so a schema whose signature contains another's comes first.
 ADAPTERS: dict[str, FormatAdapter] = {
     adapter.name: adapter
     for adapter in [
+        FormatAdapter(
+            "reasoning_gym",
+            (("question", "answer", "working", "working_agrees", "split", "reasoning_gym_entry"),),
+            _reasoning_gym,
+            has_reasoning=True,
+            heldout_column="split",
+            checks_reasoning=True,
+            sft_refusal=_reasoning_gym_sft_refusal,
+        ),
         FormatAdapter(
             "synthetic",
             (("question", "answer", "solution", "split", "operations", "kind"),),

@@ -2,7 +2,8 @@
 
 Local ``.jsonl`` / ``.json`` / ``.parquet`` / ``.csv`` files (or a folder of one kind of them), local copies
 of Hub datasets (a folder whose README.md declares ``configs``) and Hub ids go through the same
-``datasets.load_dataset`` call; ``synthetic:<name>`` runs an offline generator instead. A list of subsets
+``datasets.load_dataset`` call; ``synthetic:<name>`` runs an offline generator instead, and
+``reasoning_gym:<task>`` a reasoning-gym task (``gym_source.py``). A list of subsets
 (``EleutherAI/hendrycks_math`` has one per subject and no default) is loaded subset by subset and
 concatenated. Rows are shuffled with the seed and capped at ``max_samples``. The format adapter then
 reports what it will change (DAPO's answer instruction), and datasets with a known trap say so
@@ -22,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..config import DatasetSpec, SyntheticDataConfig
+from .. import gym
+from ..config import DataConfig, DatasetSpec, ReasoningGymConfig, SyntheticDataConfig
 from ..errors import DataError
 from .formats import ADAPTERS, detect_format
+from .gym_source import generate_task_rows
 from .synthetic import GENERATORS
 
 if TYPE_CHECKING:
@@ -56,17 +59,30 @@ _OFFLINE_FIX = (
 
 
 class DatasetLoader:
-    """Loads ``spec`` with ``seed`` for the shuffle; ``synthetic`` configures ``synthetic:*`` generators."""
+    """Loads ``spec`` with ``seed`` for the shuffle; ``synthetic`` configures ``synthetic:*`` generators,
+    ``reasoning_gym`` the ``reasoning_gym:<task>`` ones."""
 
-    def __init__(self, spec: DatasetSpec, seed: int, synthetic: SyntheticDataConfig | None = None) -> None:
+    def __init__(
+        self,
+        spec: DatasetSpec,
+        seed: int,
+        synthetic: SyntheticDataConfig | None = None,
+        reasoning_gym: ReasoningGymConfig | None = None,
+    ) -> None:
         self.spec, self.seed = spec, seed
         self.synthetic = synthetic or SyntheticDataConfig()
+        self.reasoning_gym = reasoning_gym or ReasoningGymConfig()
+
+    @classmethod
+    def for_data(cls, spec: DatasetSpec, data: DataConfig) -> DatasetLoader:
+        """The loader of one of the config's datasets: its seed and generator settings."""
+        return cls(spec, data.seed, synthetic=data.synthetic, reasoning_gym=data.reasoning_gym)
 
     def load(self) -> Dataset:
         """The rows of the dataset, shuffled with the seed and capped at ``max_samples``."""
         if not self.spec.name:
             raise DataError("dataset name is empty; set data.sft.name / data.grpo.name (see configs/)")
-        if self.spec.name.startswith(SYNTHETIC_PREFIX):
+        if self.spec.name.startswith(SYNTHETIC_PREFIX) or gym.task_of(self.spec.name) is not None:
             return self._generate()
         note = dataset_note(self.spec.name)
         if note:
@@ -85,11 +101,15 @@ class DatasetLoader:
 
     def _generate(self) -> Dataset:
         """Generated rows; ``max_samples`` caps the training rows, the held-out rows are always all kept."""
-        kind = self.spec.name[len(SYNTHETIC_PREFIX) :]
-        if kind not in GENERATORS:
-            valid = ", ".join(SYNTHETIC_PREFIX + name for name in GENERATORS)
-            raise DataError(f"{self.spec.name}: unknown generator; valid names: {valid}")
-        dataset = GENERATORS[kind](self.synthetic, self.seed)
+        task = gym.task_of(self.spec.name)
+        if task is not None:
+            dataset = generate_task_rows(self.reasoning_gym, task, self.seed)
+        else:
+            kind = self.spec.name[len(SYNTHETIC_PREFIX) :]
+            if kind not in GENERATORS:
+                valid = ", ".join(SYNTHETIC_PREFIX + name for name in GENERATORS)
+                raise DataError(f"{self.spec.name}: unknown generator; valid names: {valid}")
+            dataset = GENERATORS[kind](self.synthetic, self.seed)
         if self.spec.max_samples is not None:
             splits = dataset["split"]
             train = [i for i, split in enumerate(splits) if split == "train"][: self.spec.max_samples]

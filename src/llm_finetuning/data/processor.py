@@ -1,8 +1,9 @@
 """Turn loaded rows into what TRL trains on: conversational SFT prompt/completion pairs and GRPO prompts.
 
 Stages (counted in ``stats``; an empty stage is a ``DataError`` listing every count):
-  loaded -> parsed (has a question) -> answer_found (usable answer) -> [SFT: reasoning_found, numeric_answer]
-  -> length_filtered -> [GRPO: train / validation].
+  loaded -> parsed (has a question) -> answer_found (usable answer) -> [SFT: reasoning_found,
+  solution_agrees (generated worked solutions that reach the answer), training_rows (generated data),
+  numeric_answer] -> length_filtered -> [GRPO: train / validation].
 Rows with unusable answers are dropped and counted, never fatal.
 
 The chat template's generation prompt prefills ``reasoning_start`` (Unsloth's GRPO recipe), so an SFT
@@ -11,13 +12,13 @@ prompt with ``add_generation_prompt=True`` and appending the completion gives th
 a template does not prefill the tag, the completion carries it instead.
 
 GRPO lengths follow the percentile rule in ``lengths.py``, computed on the training rows. The validation
-split is seeded; for data with held-out rows (``synthetic:*``) it is exactly the held-out problems, which
-the percentile rule does not thin (they are a fixed evaluation set, and in ``heldout_by: wording`` all of
-them are the longer word problems): they are dropped only when the prompt leaves less than
-``max_completion_length`` of ``max_seq_length``.
+split is seeded; for data with held-out rows (``synthetic:*``, ``reasoning_gym:*``) it is exactly the
+held-out problems, which the percentile rule does not thin (they are a fixed evaluation set, and in
+``heldout_by: wording`` all of them are the longer word problems): they are dropped only when the prompt
+leaves less than ``max_completion_length`` of ``max_seq_length``.
 
     processor = DatasetProcessor(cfg, tokenizer)               # tokenizer.chat_template already set
-    sft = processor.sft_dataset(DatasetLoader(cfg.data.sft, cfg.data.seed).load(), cfg.data.sft)
+    sft = processor.sft_dataset(DatasetLoader.for_data(cfg.data.sft, cfg.data).load(), cfg.data.sft)
     grpo = processor.grpo_dataset(raw, cfg.data.grpo)          # GRPOData(train, validation, ...)
 """
 
@@ -44,7 +45,7 @@ __all__ = ["DatasetProcessor", "GRPOData", "conversation", "load_grpo_data", "lo
 logger = logging.getLogger(__name__)
 
 LARGE_DATASET = 10_000  # rows from which map() uses data.num_proc worker processes
-_LENGTH, _PARSED, _ANSWERED, _REASONED = "_length", "_parsed", "_answered", "_reasoned"
+_LENGTH, _PARSED, _ANSWERED, _REASONED, _AGREES = "_length", "_parsed", "_answered", "_reasoned", "_agrees"
 
 
 @dataclass
@@ -77,16 +78,14 @@ class DatasetProcessor:
     def sft_dataset(self, raw: Dataset, spec: DatasetSpec) -> Dataset:
         """Conversational prompt/completion rows that teach the format, filtered by answer and length."""
         adapter = resolve_adapter(spec, raw.column_names)
-        if not adapter.has_reasoning or (adapter.name == "columns" and not spec.solution_column):
-            raise DataError(
-                f"{spec.name}: format '{adapter.name}' has no worked solutions, so it cannot be SFT data; use a "
-                "dataset with solutions (openmathreasoning, gsm8k, math, numina, synthetic) or set solution_column"
-            )
+        _check_sft_source(adapter, spec)
         stats = {"loaded": len(raw)}
         rows = self._format(raw, adapter, spec, "sft")
         rows = self._keep(rows, _PARSED, "parsed", stats, spec)
         rows = self._keep(rows, _ANSWERED, "answer_found", stats, spec)
         rows = self._keep(rows, _REASONED, "reasoning_found", stats, spec)
+        if adapter.checks_reasoning:  # other schemas' solutions are the answer's source: nothing to check
+            rows = self._keep(rows, _AGREES, "solution_agrees", stats, spec)
         if adapter.heldout_column:
             rows = self._keep_mask(
                 rows, np.asarray(rows[adapter.heldout_column]) != "eval", "training_rows", stats, spec
@@ -205,11 +204,24 @@ _EMPTY_FIXES = {
     "parsed": "the question column is empty: check format / question_column",
     "answer_found": "no row has a usable final answer: check format / answer_column (e.g. '#### N', \\boxed{})",
     "reasoning_found": "no row has a worked solution: check format / solution_column",
-    "training_rows": "raise data.synthetic.num_train",
+    "solution_agrees": "no worked solution reaches its row's answer: check the task's settings",
+    "training_rows": "raise data.synthetic.num_train / data.reasoning_gym.num_train",
     "numeric_answer": "no answer is a number: set data.numeric_answers_only: false",
     "length_filtered": "every example is too long: raise model.max_seq_length, data.sft_max_length_fraction "
     "or grpo_training.max_prompt_length",
 }
+
+
+def _check_sft_source(adapter: FormatAdapter, spec: DatasetSpec) -> None:
+    """Refuse SFT on data without worked solutions, naming what has them."""
+    if not adapter.has_reasoning or (adapter.name == "columns" and not spec.solution_column):
+        raise DataError(
+            f"{spec.name}: format '{adapter.name}' has no worked solutions, so it cannot be SFT data; use a "
+            "dataset with solutions (openmathreasoning, gsm8k, math, numina, synthetic) or set solution_column"
+        )
+    refusal = adapter.sft_refusal(spec) if adapter.sft_refusal else None
+    if refusal:
+        raise DataError(f"{spec.name}: {refusal}")
 
 
 def _counts(stats: dict[str, int]) -> str:
@@ -250,6 +262,7 @@ def _format_batch(
             [{"role": "assistant", "content": _completion(opening, p, prompt)}] for p in problems
         ]
         out[_REASONED] = [bool(p.reasoning) for p in problems]
+        out[_AGREES] = [p.reasoning_agrees for p in problems]
     for key in problems[0].metadata if problems else ():
         out[key] = [p.metadata.get(key) for p in problems]
     return out
@@ -282,12 +295,12 @@ def load_grpo_data(config: PipelineConfig, tokenizer: Any) -> GRPOData:
     """The config's GRPO dataset loaded and shaped: what GRPO trains on, and the held-out problems every
     evaluation (the pipeline's, ``evaluate``'s default, ``debug_grpo.py``'s) is scored on."""
     spec = config.data.grpo
-    raw = DatasetLoader(spec, config.data.seed, synthetic=config.data.synthetic).load()
+    raw = DatasetLoader.for_data(spec, config.data).load()
     return DatasetProcessor(config, tokenizer).grpo_dataset(raw, spec)
 
 
 def load_sft_data(config: PipelineConfig, tokenizer: Any) -> Dataset:
     """The config's SFT dataset loaded and shaped into prompt/completion conversations."""
     spec = config.data.sft
-    raw = DatasetLoader(spec, config.data.seed, synthetic=config.data.synthetic).load()
+    raw = DatasetLoader.for_data(spec, config.data).load()
     return DatasetProcessor(config, tokenizer).sft_dataset(raw, spec)

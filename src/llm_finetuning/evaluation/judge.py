@@ -46,10 +46,21 @@ class CompletionJudge:
         return completion[:end].strip() if end >= 0 else ""
 
     def reward_scores(
-        self, prompts: Sequence[Any], completions: Sequence[str], golds: Sequence[str]
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[str],
+        golds: Sequence[str],
+        columns: dict[str, Sequence[Any]] | None = None,
     ) -> dict[str, list[float]]:
-        """Each reward's score per completion, called as TRL calls it; ``None`` (does not apply) counts as 0."""
-        kwargs = {"prompts": list(prompts), "completions": list(completions), "answer": list(golds)}
+        """Each reward's score per completion, called as TRL calls it: with the answers and the dataset's other
+        ``columns`` (one value per completion; the ``reasoning_gym`` reward reads its entry from one);
+        ``None`` (does not apply) counts as 0."""
+        kwargs = {
+            **(columns or {}),
+            "prompts": list(prompts),
+            "completions": list(completions),
+            "answer": list(golds),
+        }
         return {
             func.__name__: [0.0 if s is None else float(s) for s in func(**kwargs)] for func in self.reward_funcs
         }

@@ -43,7 +43,8 @@ def _score_problem(judge: CompletionJudge, index: int, row: dict, group: Sequenc
                    metadata: list[str]) -> dict[str, Any]:
     texts, gold = [c.text for c in group], str(row["answer"])
     correct = [judge.is_correct(text, gold) for text in texts]
-    scores = judge.reward_scores([row["prompt"]] * len(texts), texts, [gold] * len(texts))
+    columns = {key: [value] * len(texts) for key, value in row.items() if key not in ("prompt", "answer")}
+    scores = judge.reward_scores([row["prompt"]] * len(texts), texts, [gold] * len(texts), columns)
     return {
         "index": index,
         "prompt": row["prompt"][-1]["content"],

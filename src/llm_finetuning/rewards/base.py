@@ -7,7 +7,8 @@ the contract GRPO relies on:
 
 * TRL's calling convention: ``reward(prompts=..., completions=..., completion_ids=..., answer=..., **kw)``
   with completions as plain strings or chat messages; one float per completion, or ``None`` where the
-  reward does not apply (an answer reward called without an ``answer`` column);
+  reward does not apply (an answer reward called without an ``answer`` column, or without the column
+  its ``gold_column`` names);
 * it never raises: an internal error is logged once per reward and scored as the reward's minimum;
 * ``__name__`` is the registered name, so TRL logs ``rewards/<name>/mean``;
 * instances are plain picklable objects (no closures), safe to share between threads.
@@ -48,7 +49,8 @@ class Reward:
     """Base of every reward; subclasses are dataclasses whose fields are the reward's parameters."""
 
     name: ClassVar[str] = ""
-    needs_answer: ClassVar[bool] = False  # scores against the dataset's ``answer`` column
+    needs_answer: ClassVar[bool] = False  # scores against the dataset's ``gold_column``
+    gold_column: ClassVar[str] = "answer"  # the dataset column score_completion receives as ``gold``
     uses_grader: ClassVar[bool] = False  # asks the math grader (which may need its sympy worker)
     presets: ClassVar[dict[str, dict[str, Any]]] = {}  # named parameter sets for ``preset=``
 
@@ -122,7 +124,7 @@ class Reward:
         self, prompts: Any = None, completions: Any = None, completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
         completions = list(completions or [])
-        golds = kwargs.get("answer")
+        golds = kwargs.get(self.gold_column)
         if self.needs_answer and golds is None:
             return [None] * len(completions)
         golds = _as_list(golds, len(completions))

@@ -23,6 +23,7 @@ from .. import grading
 from .answer_rewards import Accuracy, CheckAnswer, CheckNumbers, Cosine, R1Zero
 from .base import Reward, RewardParamError, did_you_mean
 from .format_rewards import MatchFormatApproximately, MatchFormatExactly, ThinkAnswerFormat
+from .gym_rewards import ReasoningGymScore
 from .other_rewards import ReasoningSteps, RepetitionPenalty
 from .xml_rewards import Correctness, IntAnswer, SoftFormat, StrictFormat, XmlCount
 
@@ -48,6 +49,8 @@ REWARDS: dict[str, type[Reward]] = {
         XmlCount,
         # Dr. GRPO's r1_zero reward
         R1Zero,
+        # a reasoning-gym task's own verifier (reasoning_gym:<task> data)
+        ReasoningGymScore,
     )
 }
 

@@ -1,0 +1,178 @@
+"""Problems from reasoning-gym's tasks (``reasoning_gym:<task>``), with held-out problems that share no
+seed, template or question with training.
+
+Why: reasoning-gym has about 100 task families, each with its own verifier, so GRPO can train on any of them
+(the ``reasoning_gym`` reward) and SFT on those with worked solutions (``workings.py``). The evaluation must
+still measure problems the model never saw, and "another seed" alone does not promise that:
+
+- **by seed**: reasoning-gym makes entry ``i`` of a dataset from the random stream ``seed + i``, so training
+  entries come from ``seed, seed + 1, …`` and held-out ones from ``eval_seed, eval_seed + 1, …`` (default
+  ``seed + 1000000``); the two ranges must not overlap (a ``DataError`` names the fix when a chosen
+  ``eval_seed`` makes them);
+- **by template**: a task built from templates (``gsm_symbolic``: one generator per GSM8K problem, 85 in use)
+  holds a seeded share ``heldout_templates`` of them out: training never uses them, held-out problems use
+  only them, so a held-out problem is a new story, not new numbers in a known one;
+- **by question**: a held-out question that is also a training question (small problem spaces repeat) is
+  skipped, and held-out questions are distinct.
+
+Raw rows: ``question``, ``answer`` (the entry's), ``working`` (our worked solution, ``""`` when the task has
+none) and ``working_agrees`` (it reaches the entry's answer), ``split`` ("train" | "eval"), ``task``,
+``template`` (-1 for tasks without templates) and ``reasoning_gym_entry`` (the entry's reference, which the
+``reasoning_gym`` reward rebuilds the entry from). Training rows come first. Same config and seed, same rows.
+
+    rows = generate_task_rows(ReasoningGymConfig(num_train=500, num_eval=50), "gsm_symbolic", seed=0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import gym
+from ..config import ReasoningGymConfig
+from ..errors import DataError
+from .workings import WORKINGS, agrees
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+__all__ = ["EVAL_SEED_OFFSET", "TEMPLATES", "generate_task_rows", "heldout_templates"]
+
+EVAL_SEED_OFFSET = 1_000_000  # default eval_seed = seed + this: far past any training stream
+_GROWTH, _ROUNDS = 2, 7  # a draw that falls short retries with a dataset twice as large, up to 64x
+
+
+@dataclass(frozen=True)
+class TemplateRule:
+    """How a task's problems come from templates: every template, and the template of entry ``index``."""
+
+    templates: Callable[[], Sequence[int]]
+    template_of: Callable[[Any, int], int]
+
+
+def _gsm_templates() -> Sequence[int]:
+    from reasoning_gym.arithmetic.gsm_symbolic.gsm_symbolic import tasks_ok  # the generators it draws from
+
+    return tuple(tasks_ok)
+
+
+# reasoning-gym task -> its templates. Its entries' metadata["source_index"] is the entry's index, not a
+# template: gsm_symbolic's template is the generator it drew for the entry (dataset.task_indices).
+TEMPLATES: dict[str, TemplateRule] = {
+    "gsm_symbolic": TemplateRule(_gsm_templates, lambda dataset, index: dataset.task_indices[index]),
+}
+
+
+@dataclass
+class _Draw:
+    """Entries of one stream that passed the filter, and the dataset size they were drawn from."""
+
+    rows: list[dict[str, Any]]
+    size: int
+
+
+def heldout_templates(task: str, share: float, seed: int) -> frozenset[int]:
+    """The templates of ``task`` kept out of training: a seeded ``share`` of them (at least one when
+    ``share > 0``); empty for tasks without templates."""
+    rule = TEMPLATES.get(task)
+    if rule is None or share <= 0:
+        return frozenset()
+    templates = sorted(rule.templates())
+    count = max(1, round(share * len(templates)))
+    chosen = np.random.default_rng([seed, 7]).choice(len(templates), size=count, replace=False)
+    return frozenset(templates[i] for i in chosen)
+
+
+def generate_task_rows(cfg: ReasoningGymConfig, task: str, seed: int) -> Dataset:
+    """``cfg.num_train`` training rows, then ``cfg.num_eval`` held-out rows (module docstring)."""
+    from datasets import Dataset
+
+    seed = cfg.seed if cfg.seed is not None else seed
+    eval_seed = cfg.eval_seed if cfg.eval_seed is not None else seed + EVAL_SEED_OFFSET
+    heldout = heldout_templates(task, cfg.heldout_templates, seed)
+    settings = cfg.settings.get(task, {})
+    train = _draw(task, settings, seed, cfg.num_train, lambda row: row["template"] not in heldout)
+    _check_count(task, train, cfg.num_train, "training problems outside the held-out templates", "num_train")
+    evals = None
+    if cfg.num_eval:
+        in_heldout = (lambda row: row["template"] in heldout) if heldout else (lambda row: True)
+        questions = frozenset(row["question"] for row in train.rows)
+        evals = _draw(task, settings, eval_seed, cfg.num_eval, in_heldout, exclude=questions, split="eval")
+        _check_streams(task, (seed, train.size), (eval_seed, evals.size))
+        _check_count(task, evals, cfg.num_eval, "held-out problems unlike every training problem", "num_eval")
+    rows = train.rows + (evals.rows if evals else [])
+    return Dataset.from_dict({key: [row[key] for row in rows] for key in _COLUMNS})
+
+
+_COLUMNS = (
+    "question", "answer", "working", "working_agrees", "split", "task", "template", "reasoning_gym_entry"
+)  # fmt: skip
+
+
+def _draw(
+    task: str,
+    settings: dict[str, Any],
+    seed: int,
+    count: int,
+    keep: Callable[[dict[str, Any]], bool],
+    exclude: frozenset[str] | None = None,
+    split: str = "train",
+) -> _Draw:
+    """The first ``count`` entries of the stream ``seed`` that ``keep`` accepts; with ``exclude`` (held-out
+    rows), only distinct questions not in it. A dataset's size can change its entries (gsm_symbolic draws
+    its templates for the whole size), so a draw that falls short starts over with a larger dataset rather
+    than extending one; each row's reference records the size."""
+    size, rule = count, TEMPLATES.get(task)
+    for _ in range(_ROUNDS):
+        dataset = gym.task_dataset(task, settings, seed, size)
+        rows, taken = [], set(exclude or ())
+        for index in range(size):
+            row = _row(task, settings, dataset, index, rule, split)
+            if not keep(row) or (exclude is not None and row["question"] in taken):
+                continue
+            rows.append(row)
+            taken.add(row["question"])
+            if len(rows) == count:
+                return _Draw(rows, size)
+        size *= _GROWTH
+    return _Draw(rows, size // _GROWTH)
+
+
+def _row(task: str, settings: dict[str, Any], dataset: Any, index: int, rule: TemplateRule | None,
+         split: str) -> dict[str, Any]:  # fmt: skip
+    entry = dataset[index]
+    working = WORKINGS[task](entry) if task in WORKINGS else None
+    answer = str(entry["answer"]) if entry.get("answer") is not None else ""
+    return {
+        "question": str(entry["question"]),
+        "answer": answer,
+        "working": working.text if working else "",
+        "working_agrees": working is not None and agrees(working.answer, answer),
+        "split": split,
+        "task": task,
+        "template": rule.template_of(dataset, index) if rule else -1,
+        "reasoning_gym_entry": gym.entry_ref(task, settings, dataset.seed, dataset.size, index),
+    }
+
+
+def _check_streams(task: str, train: tuple[int, int], heldout: tuple[int, int]) -> None:
+    """Refuse held-out entries drawn from random streams training also drew from."""
+    (a, n), (b, m) = train, heldout
+    if a < b + m and b < a + n:
+        raise DataError(
+            f"{gym.PREFIX}{task}: held-out entries (seeds {b}..{b + m - 1}) share random streams with "
+            f"training (seeds {a}..{a + n - 1}); leave data.reasoning_gym.eval_seed null or move it at "
+            f"least {n} away from the training seed"
+        )
+
+
+def _check_count(task: str, draw: _Draw, wanted: int, what: str, setting: str) -> None:
+    if len(draw.rows) < wanted:
+        raise DataError(
+            f"{gym.PREFIX}{task}: found only {len(draw.rows)} {what} in {draw.size} entries ({setting} "
+            f"{wanted}); widen the task's settings (data.reasoning_gym.settings.{task}), change "
+            f"data.reasoning_gym.heldout_templates, or lower data.reasoning_gym.{setting}"
+        )

@@ -1,0 +1,136 @@
+"""reasoning-gym's procedural tasks: the one place the project touches the package.
+
+reasoning-gym (the optional extra, ``uv sync --extra reasoning-gym``) generates problems for about 100 task
+families (``reasoning_gym.factory.DATASETS``) and verifies an answer with each task's own ``score_answer``.
+The data layer makes problems from it (``reasoning_gym:<task>``, ``data/gym_source.py``) and the
+``reasoning_gym`` reward scores answers with it; both come through here:
+
+- ``package_problem()``: why the package cannot be used (not installed), with the fix; cheap, imports nothing;
+- ``check_task(task, settings, where)``: an unknown task names the closest valid one, an unknown or refused
+  setting names the setting; builds the task's config only, generates nothing;
+- ``task_dataset(task, settings, seed, size)``: the task's dataset object (entries are made on demand);
+- ``entry_ref(...)`` / ``score(ref, answer)``: where an entry comes from, as the JSON a dataset column
+  carries, and the task's verifier on an answer to it. The entry is rebuilt from its reference (the dataset object is
+  cached per task, settings, seed and size), not stored: a JSON round trip turns the tuples some verifiers
+  compare (arc_agi, rearc) into lists, and a right answer would then score 0.05 instead of 1.
+
+Importing reasoning-gym takes about 3 s (it imports sympy and matplotlib), so it is imported on first use,
+only when a config names a task or builds the reward.
+
+    >>> task_of("reasoning_gym:chain_sum"), task_of("synthetic:arithmetic")
+    ('chain_sum', None)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .schema import ConfigError, closest
+
+__all__ = [
+    "EXTRA_FIX",
+    "PREFIX",
+    "check_task",
+    "entry_ref",
+    "package_problem",
+    "score",
+    "task_dataset",
+    "task_of",
+]
+
+PREFIX = "reasoning_gym:"  # a dataset name "reasoning_gym:<task>" generates the task's problems
+EXTRA_FIX = "uv sync --extra reasoning-gym"
+_SET_BY_US = ("seed", "size")  # every task's config has them; data.reasoning_gym sets them
+
+
+def task_of(name: str) -> str | None:
+    """The task a dataset name generates (``reasoning_gym:<task>``), or ``None`` for other names."""
+    return name[len(PREFIX) :] if name.startswith(PREFIX) else None
+
+
+def package_problem() -> str | None:
+    """Why reasoning-gym cannot be used here, naming the fix; ``None`` when it is installed."""
+    if importlib.util.find_spec("reasoning_gym") is None:
+        return f"needs the reasoning-gym package; install it with {EXTRA_FIX}"
+    return None
+
+
+def _registry() -> dict[str, tuple[type, type]]:
+    """reasoning-gym's task registry: name -> (dataset class, config class)."""
+    problem = package_problem()
+    if problem:
+        raise ConfigError(f"reasoning-gym {problem}")
+    try:
+        from reasoning_gym.factory import DATASETS
+    except ImportError as exc:  # installed but broken (a dependency missing)
+        raise ConfigError(f"reasoning-gym does not import ({exc}); reinstall it with {EXTRA_FIX}") from None
+    return DATASETS
+
+
+def check_task(task: str, settings: Mapping[str, Any], where: str) -> None:
+    """Refuse an unknown task or settings its config rejects, as a one-line ``ConfigError`` at ``where``."""
+    datasets = _registry()
+    if task not in datasets:
+        match = closest(task, datasets)
+        hint = f"did you mean {match}?" if match else f"valid tasks: {', '.join(sorted(datasets))}"
+        raise ConfigError(f"{where}: unknown reasoning-gym task {task!r}; {hint}")
+    _task_config(task, settings, where, seed=0, size=1)
+
+
+def _task_config(task: str, settings: Mapping[str, Any], where: str, seed: int, size: int) -> Any:
+    config_cls = _registry()[task][1]
+    valid = [f.name for f in dataclasses.fields(config_cls) if f.name not in _SET_BY_US]
+    for key in settings:
+        if key in _SET_BY_US:
+            raise ConfigError(f"{where}.{key}: set data.reasoning_gym.seed / num_train instead")
+        if key not in valid:
+            match = closest(str(key), valid)
+            hint = f"did you mean {match}?" if match else f"valid settings: {', '.join(valid) or '(none)'}"
+            raise ConfigError(f"{where}.{key}: unknown setting of {task}; {hint}")
+    try:
+        config = config_cls(**settings, seed=seed, size=size)
+        if hasattr(config, "validate"):
+            config.validate()
+    except (AssertionError, ValueError, TypeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"{where}: {task} refuses these settings ({reason})") from None
+    return config
+
+
+def task_dataset(task: str, settings: Mapping[str, Any], seed: int, size: int) -> Any:
+    """The task's dataset: ``dataset[i]`` is entry ``i`` (``question``, ``answer``, ``metadata``)."""
+    check_task(task, settings, PREFIX + task)
+    dataset_cls = _registry()[task][0]
+    return dataset_cls(config=_task_config(task, settings, PREFIX + task, seed=seed, size=size))
+
+
+def entry_ref(task: str, settings: Mapping[str, Any], seed: int, size: int, index: int) -> str:
+    """Where an entry comes from, as JSON: ``score`` rebuilds the entry from it."""
+    fields = {"task": task, "settings": dict(settings), "seed": seed, "size": size, "index": index}
+    return json.dumps(fields, sort_keys=True)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_dataset(task: str, settings: str, seed: int, size: int) -> Any:
+    return task_dataset(task, json.loads(settings), seed, size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _entry(ref: str) -> tuple[Any, dict[str, Any]]:
+    """The dataset and the entry ``ref`` names (a GRPO group scores one entry several times: built once)."""
+    fields = json.loads(ref)
+    settings = json.dumps(fields["settings"], sort_keys=True)
+    dataset = _cached_dataset(fields["task"], settings, fields["seed"], fields["size"])
+    return dataset, dataset[fields["index"]]
+
+
+def score(ref: str, answer: str) -> float:
+    """The task's own verifier (``score_answer``, 0 to 1) on ``answer`` to the entry ``ref`` names.
+    Raises what the verifier raises; the reward turns that into 0."""
+    dataset, entry = _entry(ref)
+    return float(dataset.score_answer(answer, entry))

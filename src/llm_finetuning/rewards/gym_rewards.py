@@ -1,0 +1,91 @@
+"""The ``reasoning_gym`` reward: a reasoning-gym task's own verifier on the completion's answer.
+
+Why: the math grader judges numbers and expressions; reasoning-gym's ~100 tasks (lists, words, grids,
+puzzles) each come with a verifier (``score_answer``, 0 to 1) that knows what a right answer to that task
+looks like. With this reward any task's verifier can drive GRPO beside the grader's rewards.
+
+How: the answer is the text in the answer slot, found by the grader's own rule
+(``grading.extract.answer_slot``: the last ``<SOLUTION>…</SOLUTION>``, else ``<answer>…</answer>``, in the
+model's own turn), stripped. The task's verifier scores it against the entry the problem came from, rebuilt
+from the dataset's ``reasoning_gym_entry`` column (``reasoning_gym:<task>`` data has it, and TRL hands every
+dataset column to the rewards). No slot, or a slot left open: 0. A verifier that raises: 0, and one warning
+per task. A row without the column (other data): ``None``, the reward does not apply. Building it needs the
+reasoning-gym extra (``uv sync --extra reasoning-gym``); the config is refused in one line without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+from typing import Any
+
+from .. import gym
+from ..grading.extract import answer_slot
+from .base import Reward, RewardParamError
+
+__all__ = ["ReasoningGymScore"]
+__doctest_requires__ = ("reasoning_gym",)  # tests/test_doctests.py skips the examples without the extra
+
+logger = logging.getLogger(__name__)
+
+_WARNED: set[str] = set()  # tasks whose verifier has raised in this process (warned once each)
+
+
+@dataclasses.dataclass
+class ReasoningGymScore(Reward):
+    """The task's ``score_answer`` on the stripped text in the answer slot; 0 without a slot or when the
+    verifier raises. Range 0 … +1.0 (scale it with the reward's ``weight``).
+
+    >>> from llm_finetuning.gym import entry_ref
+    >>> sums = {"min_terms": 2, "max_terms": 2, "max_digits": 1}
+    >>> ref = entry_ref("chain_sum", sums, seed=1, size=1, index=0)
+    >>> json.loads(ref)["task"]  # entry 0 asks "4 - 1 ="
+    'chain_sum'
+    >>> ReasoningGymScore()(completions=["4 - 1 = 3<end_working_out><SOLUTION> 3 </SOLUTION>",
+    ...                                  "<SOLUTION>4</SOLUTION>", "it is 3", "<SOLUTION>3"],
+    ...                     reasoning_gym_entry=[ref] * 4)
+    [1.0, 0.0, 0.0, 0.0]
+    """
+
+    name = "reasoning_gym"
+    needs_answer = True
+    gold_column = "reasoning_gym_entry"
+
+    solution_start: str = "<SOLUTION>"
+    solution_end: str = "</SOLUTION>"
+
+    def validate(self) -> None:
+        for tag in ("solution_start", "solution_end"):
+            self.require(bool(getattr(self, tag)), tag, "must be a non-empty tag")
+        problem = gym.package_problem()
+        if problem:
+            raise RewardParamError(f"{self.name}: {problem}")
+
+    def score_completion(self, text: str, gold: Any) -> float:
+        slot = answer_slot(text, self.solution_start, self.solution_end)
+        if slot is None or not slot[1]:
+            return 0.0
+        try:
+            value = gym.score(str(gold), slot[0].strip())
+        except Exception as exc:  # noqa: BLE001 - any task's verifier may raise anything; the answer scores 0
+            _warn_once(str(gold), exc)
+            return 0.0
+        return min(1.0, max(0.0, value)) if math.isfinite(value) else 0.0
+
+    def bounds(self) -> tuple[float, float]:
+        return 0.0, 1.0
+
+
+def _warn_once(ref: str, exc: Exception) -> None:
+    try:
+        task = str(json.loads(ref)["task"])
+    except (ValueError, KeyError, TypeError):
+        task = "(unreadable entry reference)"
+    if task not in _WARNED:
+        _WARNED.add(task)
+        logger.warning(
+            "reasoning_gym: the verifier of %s raised %s: %s; scoring such answers 0",
+            task, type(exc).__name__, str(exc)[:200],
+        )  # fmt: skip
