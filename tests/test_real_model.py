@@ -46,7 +46,7 @@ def test_completions_stop_at_the_end_of_the_turn_and_keep_their_tags(run):
     manager = ModelManager.load_for_inference(config, run / "grpo_saved_lora")
     try:
         assert manager.tokenizer.eos_token == "<|im_end|>"  # repaired: the converted tokenizer said <|im_start|>
-        questions = [conversation(config.prompt.system_prompt, f"What is {a} + {b}?") for a, b in ((2, 3), (4, 4))]
+        questions = [conversation(config.prompt.system_prompt, f"What is {a} + {b}?") for a, b in ((23, 45), (38, 17))]
         completions = generate_detailed(manager.model, manager.tokenizer, questions,
                                         SamplingSettings(greedy=True, max_new_tokens=64))  # fmt: skip
     finally:
@@ -99,7 +99,7 @@ def test_the_merged_export_answers_as_the_adapter_does(run, tmp_path):
     argv = ["--config", str(run / "config.yaml"), "--adapter", str(run / "grpo_saved_lora"), "--merged", str(merged_dir)]
     assert export.main(argv) == 0
     config = PipelineConfig.from_yaml(run / "config.yaml")
-    prompts = [conversation(config.prompt.system_prompt, f"What is {a} + {b}?") for a, b in ((1, 6), (5, 2))]
+    prompts = [conversation(config.prompt.system_prompt, f"What is {a} + {b}?") for a, b in ((16, 52), (47, 28))]
     greedy = SamplingSettings(greedy=True, max_new_tokens=48)
     adapter = load_model(config, run / "grpo_saved_lora")
     try:

@@ -51,7 +51,7 @@ def test_vllm_generates_whole_tags_and_stops_at_eos_with_the_trained_adapter(run
     loaded = load_model(config, run / "grpo_saved_lora", generates=True)
     try:
         assert loaded.engine.name == "vllm" and loaded.manager.tokenizer.eos_token == "<|im_end|>"
-        prompts = [conversation(config.prompt.system_prompt, f"What is {a} + {b}?") for a, b in ((2, 3), (4, 4))]
+        prompts = [conversation(config.prompt.system_prompt, f"What is {a} + {b}?") for a, b in ((23, 45), (38, 17))]
         completions = loaded.engine.generate(prompts, SamplingSettings(greedy=True, max_new_tokens=64))
     finally:
         loaded.free()
