@@ -145,7 +145,9 @@ def diagnose(
 ) -> dict[str, Any]:
     """Generate GRPO groups with the trained model and return the report (``prompts``, ``overall``, ``hints``)."""
     from ..evaluation.judge import CompletionJudge
+    from ..evaluation.scoring import sample_answers, score_problems
     from ..generation import SamplingSettings, generation_budget, render_prompts
+    from ..progress import ProgressView, log_samples
     from ..rewards import build_rewards
 
     loaded = common.load_model(config, adapter, generates=True)
@@ -155,12 +157,16 @@ def diagnose(
         k = config.grpo_training.num_generations
         budget = generation_budget(config, computed)
         sampling = SamplingSettings.from_config(config, num_samples=k, max_new_tokens=budget, seed=config.seed)
-        groups = loaded.engine.generate(conversations, sampling, batch_size=config.evaluation.batch_size,
-                                        progress=True, description="sampling groups")  # fmt: skip
+        with ProgressView("sampling groups", len(conversations) * k, unit="completion") as view:
+            groups = loaded.engine.generate(conversations, sampling, batch_size=config.evaluation.batch_size,
+                                            progress=view.advance)  # fmt: skip
         prefilled = render_prompts(tokenizer, conversations[:1])[0].endswith(config.prompt.reasoning_start)
     finally:
         loaded.free()
     judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
+    shown = min(config.evaluation.sample_answers, len(conversations))  # each shown group's first completion
+    rows = [{"prompt": conversation, "answer": gold} for conversation, gold in zip(conversations, golds, strict=True)]
+    log_samples(sample_answers(score_problems(judge, rows[:shown], [group[:1] for group in groups[:shown]]), shown))
     tags = _tags(config, prefilled)
     per_prompt = [
         {
