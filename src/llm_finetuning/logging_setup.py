@@ -65,7 +65,7 @@ def setup_logging(level: str = "INFO", output_dir: str | Path | None = None, ran
 
 def quiet_libraries(main: bool = True) -> None:
     """Turn off the libraries' own progress bars and info messages at their source, and route their log records
-    through our console; under ``--verbose`` (``setup_logging``) turn them all on, on the main process only.
+    through our console; under ``--verbose`` (``setup_logging``) leave them as they come, on the main process.
 
     Imports transformers: call it after the backend's ``prepare()`` (Unsloth must be imported first).
     """
@@ -74,8 +74,9 @@ def quiet_libraries(main: bool = True) -> None:
     import transformers
 
     shown = _state["verbose"] and main
-    for library in (transformers.utils.logging, datasets.utils.logging, huggingface_hub.utils.logging):
-        library.set_verbosity(logging.INFO if shown else logging.WARNING)
+    if not shown:  # --verbose leaves their verbosity as they (or TRANSFORMERS_VERBOSITY and the like) set it
+        for library in (transformers.utils.logging, datasets.utils.logging, huggingface_hub.utils.logging):
+            library.set_verbosity(logging.WARNING)
     for enable, disable in ((transformers.utils.logging.enable_progress_bar, transformers.utils.logging.disable_progress_bar),
                             (datasets.enable_progress_bars, datasets.disable_progress_bars),
                             (huggingface_hub.utils.enable_progress_bars, huggingface_hub.utils.disable_progress_bars)):

@@ -40,7 +40,8 @@ _open: list[ProgressView] = []  # the views now shown, outermost first (an evalu
 class ProgressView:
     """One phase's progress: ``total`` units (steps, completions) from ``initial``; a bar on a terminal."""
 
-    def __init__(self, title: str, total: int, *, unit: str = "step", initial: int = 0) -> None:
+    def __init__(self, title: str, total: int, *, unit: str = "step", initial: int = 0, bar: bool = True) -> None:
+        """``bar``: False where another bar shows the same progress (the trainer's own, under ``--verbose``)."""
         self.title, self.total, self.unit, self.initial = title, total, unit, initial
         self.done = initial
         self.started = time.monotonic()
@@ -49,7 +50,7 @@ class ProgressView:
         self.last_inner = ""  # what the last view opened inside this one ended with (an evaluation's result)
         self.parent = _open[-1] if _open else None
         stream = console_stream()
-        live = self.shown and _is_terminal(stream)
+        live = bar and self.shown and _is_terminal(stream)
         self.bar = tqdm(total=total, initial=initial, desc=title, unit=unit, file=stream, leave=False,
                         dynamic_ncols=True) if live else None  # fmt: skip
         _open.append(self)
@@ -121,9 +122,10 @@ Figures = Callable[[Mapping[str, Any], Mapping[str, Any]], tuple[str, str]]
 
 def _sft_figures(logs: Mapping[str, Any], context: Mapping[str, Any]) -> tuple[str, str]:
     rate = context.get("tokens_per_second")
-    bar = [f"loss {_num(logs.get('loss'))}"] + ([f"{rate:,.0f} tok/s"] if rate else [])
-    line = [f"loss {_num(logs.get('loss'))}", f"token accuracy {_num(logs.get('mean_token_accuracy'))}"]
-    return ", ".join(bar), ", ".join(line + ([f"{rate:,.0f} tokens/s"] if rate else []))
+    loss, accuracy = _fixed(logs.get("loss"), 3), _fixed(logs.get("mean_token_accuracy"), 3)
+    bar = [f"loss {loss}"] + ([f"{rate:,.0f} tok/s"] if rate else [])
+    line = [f"loss {loss}", f"token accuracy {accuracy}"] + ([f"{rate:,.0f} tokens/s"] if rate else [])
+    return ", ".join(bar), ", ".join(line)
 
 
 def _grpo_figures(logs: Mapping[str, Any], context: Mapping[str, Any]) -> tuple[str, str]:
@@ -131,13 +133,14 @@ def _grpo_figures(logs: Mapping[str, Any], context: Mapping[str, Any]) -> tuple[
              if key.startswith("rewards/") and key.endswith("/mean")}  # fmt: skip
     weights = context.get("answer_rewards") or {}
     answer = sum(weights[name] * parts[name] for name in weights if name in parts) if weights else None
-    reward, zero_std = _num(logs.get("reward")), _num(logs.get("frac_reward_zero_std"))
-    length, step_time = _num(logs.get("completions/mean_length"), 1), _num(logs.get("step_time"))
-    bar = [f"reward {reward}"] + ([f"answer {_num(answer)}"] if answer is not None else [])
+    reward, zero_std = _fixed(logs.get("reward")), _fixed(logs.get("frac_reward_zero_std"))
+    length, step_time = _fixed(logs.get("completions/mean_length"), 1), _fixed(logs.get("step_time"))
+    bar = [f"reward {reward}"] + ([f"answer {_fixed(answer)}"] if answer is not None else [])
     bar += [f"zero-std {zero_std}", f"len {length}", f"{step_time}s/step"]
-    line = [f"reward {reward} ({', '.join(f'{name} {_num(value)}' for name, value in parts.items())})",
-            f"zero-std groups {zero_std}", f"completion {length} tokens", f"{step_time} s/step"]  # fmt: skip
-    return ", ".join(bar), ", ".join(line)
+    line = [f"reward {reward}"] + ([f"answer part {_fixed(answer)}"] if answer is not None else [])
+    line += [f"zero-std groups {zero_std}", f"completion {length} tokens", f"{step_time} s/step"]
+    rewards = ", ".join(f"{name} {_fixed(value)}" for name, value in parts.items())
+    return ", ".join(bar), ", ".join(line) + (f"; rewards: {rewards}" if rewards else "")
 
 
 FIGURES: dict[str, Figures] = {"sft": _sft_figures, "grpo": _grpo_figures}
@@ -147,16 +150,12 @@ def metrics_figures(phase: str, logs: Mapping[str, Any], context: Mapping[str, A
     """``(bar figures, line figures)`` of one trainer log of ``phase`` (a phase without a view: every number)."""
     if phase in FIGURES:
         return FIGURES[phase](logs, context)
-    text = ", ".join(f"{key} {_num(value)}" for key, value in logs.items() if isinstance(value, (int, float)))
+    text = ", ".join(f"{key} {value:.4g}" for key, value in logs.items() if isinstance(value, (int, float)))
     return text, text
 
 
-def _num(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:,.0f}"
+def _fixed(value: Any, decimals: int = 2) -> str:
+    return f"{value:.{decimals}f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
 
 
 def shorten(text: str, width: int) -> str:
@@ -169,16 +168,15 @@ def shorten(text: str, width: int) -> str:
 
 
 def sample_text(sample: Mapping[str, Any], width: int = 110) -> str:
-    """One sample answer as three console lines: the question, what the model wrote, its answer and rewards."""
+    """One sample answer as console lines: the question, what the model wrote, its answer, its rewards."""
     verdict = "right" if sample["correct"] else "wrong"
-    rewards = ", ".join(f"{name} {_num(value)}" for name, value in sample["rewards"].items())
+    rewards = ", ".join(f"{name} {_fixed(value)}" for name, value in sample["rewards"].items())
     answer = sample["answer"] if sample["answer"] is not None else "(none)"
-    verdict_line = (f"    answer: {shorten(str(answer), 40)} (gold {shorten(sample['gold'], 40)}, {verdict}); "
-                    f"reward {_num(sample['total_reward'])} = {rewards}")  # fmt: skip
     return "\n".join([
         f"  problem {sample['index']}: {shorten(sample['question'], width)}",
         f"    wrote:  {shorten(sample['completion'], width) or '(nothing)'}",
-        verdict_line,
+        f"    answer: {shorten(str(answer), 50)} (gold {shorten(sample['gold'], 50)}): {verdict}",
+        f"    reward: {_fixed(sample['total_reward'])} ({rewards})",
     ])  # fmt: skip
 
 

@@ -73,9 +73,9 @@ class TrainingProgress(TrainerCallback):
 
     @_never_raise
     def on_train_begin(self, args, state, control, **kwargs):
-        self.view = ProgressView(self.title, state.max_steps, initial=state.global_step)
         resumed = f", resuming after step {state.global_step}" if state.global_step else ""
         logger.info("%s: %d steps%s", self.title, state.max_steps, resumed)
+        self.view = ProgressView(self.title, state.max_steps, initial=state.global_step, bar=not libraries_verbose())
         self._tokens = (time.monotonic(), 0.0) if state.global_step == 0 else None
 
     @_never_raise
