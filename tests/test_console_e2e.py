@@ -90,7 +90,12 @@ def consoles(tmp_path_factory) -> dict[str, str]:
     assert in_terminal.wait(timeout=60) == 0, terminal_text[-3000:]
     assert piped.returncode == 0, pipe_text[-3000:]
     assert verbose.returncode == 0, verbose_text[-3000:]
-    return {"terminal": terminal_text, "pipe": pipe_text, "verbose": verbose_text, "pipe_dir": str(root / "pipe")}
+    return {
+        "terminal": terminal_text,
+        "pipe": pipe_text,
+        "verbose": verbose_text,
+        "pipe_dir": str(root / "pipe"),
+    }
 
 
 @pytest.mark.parametrize("mode", ["terminal", "pipe"])
@@ -102,7 +107,9 @@ def test_no_library_bars_and_no_raw_trainer_dicts(consoles, mode):
 
 
 def test_the_terminal_shows_one_bar_per_phase_and_no_other(consoles):
-    frames = {match.group(1) for segment in _segments(consoles["terminal"]) if (match := BAR_FRAME.match(segment))}
+    frames = {
+        match.group(1) for segment in _segments(consoles["terminal"]) if (match := BAR_FRAME.match(segment))
+    }
     assert frames == OUR_BARS
 
 
@@ -111,10 +118,18 @@ def test_the_pipe_shows_no_bar_but_a_line_per_logging_step(consoles):
     assert "\r" not in text and not any(BAR_FRAME.match(line) for line in text.splitlines())
     lines = text.splitlines()
     assert [line.split(",")[0] for line in lines if re.match(r"(SFT|GRPO) \d+/", line)] == [
-        "SFT 10/20", "SFT 20/20", "GRPO 2/4", "GRPO 4/4"]
+        "SFT 10/20",
+        "SFT 20/20",
+        "GRPO 2/4",
+        "GRPO 4/4",
+    ]
     assert "SFT: 20 steps" in lines and any(line.startswith("SFT: 20 steps in ") for line in lines)
     grpo = next(line for line in lines if line.startswith("GRPO 2/4"))
-    assert "left: reward " in grpo and "zero-std groups" in grpo and "s/step; rewards: match_format_exactly" in grpo
+    assert (
+        "left: reward " in grpo
+        and "zero-std groups" in grpo
+        and "s/step; rewards: match_format_exactly" in grpo
+    )
 
 
 @pytest.mark.parametrize("mode", ["terminal", "pipe"])
@@ -125,9 +140,20 @@ def test_every_evaluation_shows_the_same_problems_answers_and_the_run_ends_with_
     for stage in EVALUATIONS:
         start = lines.index(next(line for line in lines if line.startswith(f"eval {stage}:")))
         block = lines[start + 1 : start + 13]
-        assert [line.split(":")[0].strip() for line in block] == ["problem 0", "wrote", "answer", "reward",
-                                                                  "problem 1", "wrote", "answer", "reward",
-                                                                  "problem 2", "wrote", "answer", "reward"]
+        assert [line.split(":")[0].strip() for line in block] == [
+            "problem 0",
+            "wrote",
+            "answer",
+            "reward",
+            "problem 1",
+            "wrote",
+            "answer",
+            "reward",
+            "problem 2",
+            "wrote",
+            "answer",
+            "reward",
+        ]
         assert "(gold " in block[2]
     assert any(line.split() == ["before", "SFT", "after", "SFT", "after", "GRPO"] for line in lines)
 

@@ -147,7 +147,7 @@ def test_only_the_main_process_shows_progress_and_sample_answers(two_process_run
     assert len(evaluations) >= 2  # before and after SFT (the stop may come before GRPO's first)
     assert sum(line.startswith("  problem 0: ") for line in lines) == len(evaluations)  # once per evaluation
     assert "%|" not in log and "{'loss'" not in log and "Writing model shards" not in log
-    assert all("warning" in line for line in lines if line.startswith("[rank 1]"))  # the other rank: warnings only
+    assert all("warning" in line for line in lines if line.startswith("[rank 1]"))  # the other: warnings only
 
 
 def test_resume_under_the_same_launch_reaches_the_final_step(two_process_run):
@@ -187,7 +187,8 @@ def test_only_the_main_process_writes(two_process_run):
     stray = [p for p in output_dir.rglob("*") if ".tmp" in p.name or p.name.endswith(".previous")]
     assert not stray
     records = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
-    keys = [(r["phase"], r["step"], r.get("stage"), r.get("index"), r.get("loss"), r.get("reward")) for r in records]
+    keys = [(r["phase"], r["step"], r.get("stage"), r.get("index"), r.get("loss"), r.get("reward"))
+            for r in records]  # fmt: skip
     assert len(keys) == len(set(keys))  # no record written twice
     assert "[rank 1]" not in (output_dir / "training.log").read_text()
 

@@ -68,8 +68,8 @@ def test_run_writes_every_output(finished_run):
 def test_every_stage_records_the_same_problems_sample_answers(finished_run):
     output_dir, summary = finished_run
     stages = summary["samples"]
-    assert [[sample["index"] for sample in stages[key]] for key in ("before_sft", "after_sft", "after_grpo")] == [
-        [0, 1, 2]] * 3  # evaluation.sample_answers: 3, the same problems at every stage
+    indices = [[sample["index"] for sample in stages[key]] for key in ("before_sft", "after_sft", "after_grpo")]
+    assert indices == [[0, 1, 2]] * 3  # evaluation.sample_answers: 3, the same problems at every stage
     assert len({tuple(s["question"] for s in stages[key]) for key in stages}) == 1
     formatted = stages["after_sft"][0]
     assert formatted["completion"] and formatted["answer"] is not None and formatted["formatted"] is True

@@ -71,14 +71,18 @@ def test_grpo_figures_show_the_reward_its_answer_part_zero_std_length_and_step_t
     answer_weights = {"check_answer": 1.0, "check_numbers": 0.5}
     bar, line = metrics_figures("grpo", GRPO_LOG, {"answer_rewards": answer_weights})
     assert bar == "reward 2.75, answer -1.00, zero-std 0.38, len 28.8, 0.33s/step"
-    assert line == ("reward 2.75, answer part -1.00, zero-std groups 0.38, completion 28.8 tokens, 0.33 s/step; "
-                    "rewards: match_format_exactly 3.00, check_answer -0.25, check_numbers -1.50")
+    assert line == (
+        "reward 2.75, answer part -1.00, zero-std groups 0.38, completion 28.8 tokens, 0.33 s/step; "
+        "rewards: match_format_exactly 3.00, check_answer -0.25, check_numbers -1.50"
+    )
 
 
 def test_sft_figures_show_loss_token_accuracy_and_tokens_per_second():
     logs = {"loss": 1.16436, "mean_token_accuracy": 0.6809, "num_tokens": 77952.0, "grad_norm": 1.67}
     assert metrics_figures("sft", logs, {"tokens_per_second": 8613.8}) == (
-        "loss 1.164, 8,614 tok/s", "loss 1.164, token accuracy 0.681, 8,614 tokens/s")
+        "loss 1.164, 8,614 tok/s",
+        "loss 1.164, token accuracy 0.681, 8,614 tokens/s",
+    )
     assert metrics_figures("sft", logs, {})[0] == "loss 1.164"  # no rate before the second log
 
 
@@ -124,7 +128,9 @@ def test_training_progress_says_start_metrics_every_log_and_end(stream, caplog):
     with caplog.at_level(logging.INFO, logger="llm_finetuning.training.callbacks"):
         callback.on_train_begin(None, _state(0), None)
         callback.on_step_end(None, _state(10), None)
-        callback.on_log(None, _state(10), None, logs={"loss": 2.5, "mean_token_accuracy": 0.5, "num_tokens": 100.0})
+        callback.on_log(
+            None, _state(10), None, logs={"loss": 2.5, "mean_token_accuracy": 0.5, "num_tokens": 100.0}
+        )
         callback.on_step_end(None, _state(20), None)
         callback.on_log(None, _state(20), None, logs={"train_runtime": 3.0, "train_loss": 1.631})
         callback.on_train_end(None, _state(20), None)
@@ -183,16 +189,24 @@ def test_the_console_shows_our_lines_bare_and_names_a_librarys_warning(name, lev
 
 
 def test_a_library_warning_is_shown_once_and_in_our_words_where_we_know_better(monkeypatch):
-    monkeypatch.setitem(logging_setup.LIBRARY_MESSAGES, "tokenizer has no pad token", "the tokenizer pads with eos")
+    monkeypatch.setitem(
+        logging_setup.LIBRARY_MESSAGES, "tokenizer has no pad token", "the tokenizer pads with eos"
+    )
     console = logging_setup._LibraryWarnings()
     warning = _record("transformers.trainer", logging.WARNING, "some warning")
     assert console.filter(warning) and not console.filter(_record("transformers.trainer", logging.WARNING,
                                                                   "some warning"))  # fmt: skip
-    assert not console.filter(_record("transformers.trainer_utils", logging.WARNING,
-                                      "mtime may not be reliable on this filesystem, falling back"))  # training.log only
+    assert not console.filter(
+        _record(
+            "transformers.trainer_utils",
+            logging.WARNING,
+            "mtime may not be reliable on this filesystem, falling back",
+        )
+    )  # training.log only
     reworded = _record("transformers.x", logging.WARNING, "the tokenizer has no pad token; using eos")
     assert console.filter(reworded) and ConsoleFormatter().format(reworded) == (
-        "warning (transformers): the tokenizer pads with eos")
+        "warning (transformers): the tokenizer pads with eos"
+    )
     assert reworded.getMessage() == "the tokenizer has no pad token; using eos"  # training.log keeps theirs
     ours = _record("llm_finetuning.pipeline", logging.WARNING, "twice")
     assert console.filter(ours) and console.filter(ours)  # our own warnings are ours to repeat

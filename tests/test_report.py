@@ -1,5 +1,5 @@
-"""report.html: the table, the plot, the sample answers per stage and the settings with their reasons, every model
-text escaped, written atomically, and rendered by a real browser (headless Chromium, where it is installed)."""
+"""report.html: the table, the plot, the sample answers per stage and the settings with their reasons, every
+model text escaped, written atomically, and rendered by a real browser (headless Chromium, where installed)."""
 
 from __future__ import annotations
 
@@ -18,15 +18,33 @@ HOSTILE = '<script>alert("x")</script></pre><b>bold</b> & 1 < 2'
 
 
 def _sample(index: int, completion: str, correct: bool) -> dict:
-    return {"index": index, "question": f"What is {index} + 4? {HOSTILE}", "gold": str(index + 4),
-            "completion": completion, "answer": str(index + 4) if correct else None, "correct": correct,
-            "formatted": correct, "num_tokens": 12, "total_reward": 9.5 if correct else -6.5,
-            "rewards": {"match_format_exactly": 3.0 if correct else 0.0, "check_answer": 5.0 if correct else -2.0}}
+    return {
+        "index": index,
+        "question": f"What is {index} + 4? {HOSTILE}",
+        "gold": str(index + 4),
+        "completion": completion,
+        "answer": str(index + 4) if correct else None,
+        "correct": correct,
+        "formatted": correct,
+        "num_tokens": 12,
+        "total_reward": 9.5 if correct else -6.5,
+        "rewards": {
+            "match_format_exactly": 3.0 if correct else 0.0,
+            "check_answer": 5.0 if correct else -2.0,
+        },
+    }
 
 
 def _figures(accuracy: float) -> dict:
-    return {"n": 24, "format_accuracy": accuracy, "answer_accuracy": accuracy / 2, "sampled_answer_accuracy": None,
-            "reasoning_present": accuracy, "avg_reasoning_length": 21.6, "avg_total_reward": 2.4583}
+    return {
+        "n": 24,
+        "format_accuracy": accuracy,
+        "answer_accuracy": accuracy / 2,
+        "sampled_answer_accuracy": None,
+        "reasoning_present": accuracy,
+        "avg_reasoning_length": 21.6,
+        "avg_total_reward": 2.4583,
+    }
 
 
 SUMMARY = {
@@ -66,16 +84,24 @@ def plot_png(tmp_path) -> bytes:
 def test_model_and_data_text_is_escaped_everywhere():
     page = render_report(SUMMARY, title="<run>", plot_png=None)
     assert "<script>" not in page and "<b>bold</b>" not in page and "<run>" not in page
-    assert page.count("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&lt;/pre&gt;") >= 3  # completion, questions
+    assert (
+        page.count("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&lt;/pre&gt;") >= 3
+    )  # completion, questions
     assert "Run report: &lt;run&gt;" in page
 
 
 def test_the_page_holds_the_table_the_samples_per_stage_and_the_plot(plot_png):
     page = render_report(SUMMARY, title="outputs/tiny", plot_png=plot_png)
-    assert re.search(r"<th>format accuracy</th><td class=\"num\">0\.000</td><td class=\"num\">1\.000</td>", page)
-    assert "answer accuracy (sampled)</th><td class=\"num\">-</td>" in page  # no sampled figure recorded
+    assert re.search(
+        r"<th>format accuracy</th><td class=\"num\">0\.000</td><td class=\"num\">1\.000</td>", page
+    )
+    assert 'answer accuracy (sampled)</th><td class="num">-</td>' in page  # no sampled figure recorded
     assert page.count('<div class="problem">') == 2  # one card per problem, its stages side by side
-    assert "Problem 0" in page and "gold answer: <b>4</b>" in page and "9+2=11&lt;SOLUTION&gt;4&lt;/SOLUTION&gt;" in page
+    assert (
+        "Problem 0" in page
+        and "gold answer: <b>4</b>" in page
+        and "9+2=11&lt;SOLUTION&gt;4&lt;/SOLUTION&gt;" in page
+    )
     assert page.count("<th>before SFT</th><td><pre>") == 2 and page.count("<th>after SFT</th><td><pre>") == 2
     assert "<th>after GRPO</th><td><pre>" not in page  # the stopped run has no after-GRPO answers
     assert 'src="data:image/png;base64,' in page
@@ -90,11 +116,14 @@ def test_every_choice_with_a_reason_is_shown_with_it_whatever_its_shape():
     assert rows["engine"] == ("hf", "auto: on a CPU vLLM is opt-in")
     assert rows["precision"] == ("bf16", "the GPU supports bfloat16")
     assert rows["optimizer"] == ("name: adamw_8bit", "bitsandbytes is installed")
-    assert rows["importance sampling"] == ("correction: no; engine logprobs: none", "GRPO generates with generate")
+    assert rows["importance sampling"] == (
+        "correction: no; engine logprobs: none",
+        "GRPO generates with generate",
+    )
     assert rows["processes"] == ("num processes: 2; launcher: accelerate; zero stage: none", "")
     assert "backend reason" not in rows
     assert "<th>loss_type</th><td>dapo</td>" in page and "<th>reward_weights</th><td>1, 1</td>" in page
-    assert "resumed from grpo/checkpoint-2" in page and "<th>the rest</th><td class=\"num\">00:16</td>" in page
+    assert "resumed from grpo/checkpoint-2" in page and '<th>the rest</th><td class="num">00:16</td>' in page
 
 
 def test_write_report_replaces_the_page_atomically(tmp_path, plot_png):
@@ -108,8 +137,16 @@ def test_write_report_replaces_the_page_atomically(tmp_path, plot_png):
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Headless as root on a machine without a network: no sandbox, no GPU, none of the background connections.
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+]
 
 
 def _chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
@@ -117,7 +154,9 @@ def _chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install chromium)")
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install chromium)"
+)
 def test_a_browser_renders_the_page(tmp_path, plot_png):
     import numpy as np
     from matplotlib.image import imread

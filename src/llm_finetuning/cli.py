@@ -20,8 +20,8 @@ DEFAULT_CONFIG = "configs/default_config.yaml"
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--config``, ``--set`` and ``--verbose``: shared by run_training.py and every tool, so they read configs
-    and speak alike."""
+    """``--config``, ``--set`` and ``--verbose``: shared by run_training.py and every tool, so they read
+    configs and speak alike."""
     parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"YAML config (default: {DEFAULT_CONFIG})")
     parser.add_argument(
         "--set",
@@ -33,8 +33,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--verbose", action="store_true",
-        help="also show what transformers, datasets and huggingface_hub print themselves: their progress bars "
-             "for loading, saving and mapping, the trainers' own bar and log lines, their info messages",
+        help="also show what transformers, datasets and huggingface_hub print themselves: their progress "
+             "bars for loading, saving and mapping, the trainers' own bar and log lines, their messages",
     )  # fmt: skip
 
 

@@ -77,9 +77,10 @@ def quiet_libraries(main: bool = True) -> None:
     if not shown:  # --verbose leaves their verbosity as they (or TRANSFORMERS_VERBOSITY and the like) set it
         for library in (transformers.utils.logging, datasets.utils.logging, huggingface_hub.utils.logging):
             library.set_verbosity(logging.WARNING)
-    for enable, disable in ((transformers.utils.logging.enable_progress_bar, transformers.utils.logging.disable_progress_bar),
+    hub, hf = huggingface_hub.utils, transformers.utils.logging
+    for enable, disable in ((hf.enable_progress_bar, hf.disable_progress_bar),
                             (datasets.enable_progress_bars, datasets.disable_progress_bars),
-                            (huggingface_hub.utils.enable_progress_bars, huggingface_hub.utils.disable_progress_bars)):
+                            (hub.enable_progress_bars, hub.disable_progress_bars)):  # fmt: skip
         (enable if shown else disable)()
     transformers.utils.logging.disable_default_handler()  # its records reach training.log and pass the bars
     transformers.utils.logging.enable_propagation()
@@ -91,7 +92,7 @@ def quiet_libraries(main: bool = True) -> None:
 
 
 def libraries_verbose() -> bool:
-    """Whether ``--verbose`` asked for the libraries' own output (the trainers then keep their bar and log lines)."""
+    """Whether ``--verbose`` asked for the libraries' own output (the trainers keep their bar and log lines)."""
     return _state["verbose"]
 
 
@@ -126,7 +127,8 @@ class ConsoleFormatter(logging.Formatter):
         if logging.getLevelName(record.levelname) < logging.WARNING:
             return self.prefix + message
         name = str(record.name or "root")
-        source = "" if name.startswith(PROJECT) or name in ("root", "py.warnings") else f" ({name.split('.')[0]})"
+        ours = name.startswith(PROJECT) or name in ("root", "py.warnings")
+        source = "" if ours else f" ({name.split('.')[0]})"
         return f"{self.prefix}{record.levelname.lower()}{source}: {message}"
 
 

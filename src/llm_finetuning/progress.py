@@ -40,7 +40,9 @@ _open: list[ProgressView] = []  # the views now shown, outermost first (an evalu
 class ProgressView:
     """One phase's progress: ``total`` units (steps, completions) from ``initial``; a bar on a terminal."""
 
-    def __init__(self, title: str, total: int, *, unit: str = "step", initial: int = 0, bar: bool = True) -> None:
+    def __init__(
+        self, title: str, total: int, *, unit: str = "step", initial: int = 0, bar: bool = True
+    ) -> None:
         """``bar``: False where another bar shows the same progress (the trainer's own, under ``--verbose``)."""
         self.title, self.total, self.unit, self.initial = title, total, unit, initial
         self.done = initial
@@ -147,7 +149,7 @@ FIGURES: dict[str, Figures] = {"sft": _sft_figures, "grpo": _grpo_figures}
 
 
 def metrics_figures(phase: str, logs: Mapping[str, Any], context: Mapping[str, Any]) -> tuple[str, str]:
-    """``(bar figures, line figures)`` of one trainer log of ``phase`` (a phase without a view: every number)."""
+    """``(bar figures, line figures)`` of one trainer log of ``phase`` (another phase: every number)."""
     if phase in FIGURES:
         return FIGURES[phase](logs, context)
     text = ", ".join(f"{key} {value:.4g}" for key, value in logs.items() if isinstance(value, (int, float)))
@@ -164,7 +166,7 @@ def shorten(text: str, width: int) -> str:
     if len(flat) <= width:
         return flat
     head = (width - 5) // 2
-    return f"{flat[:head]} ... {flat[-(width - 5 - head):]}"
+    return f"{flat[:head]} ... {flat[-(width - 5 - head) :]}"
 
 
 def sample_text(sample: Mapping[str, Any], width: int = 110) -> str:

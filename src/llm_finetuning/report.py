@@ -11,7 +11,8 @@ The page is self-contained (the plot is embedded as base64, the style inline), e
 the data is HTML-escaped, and it is written atomically. ``RunRecorder.finish`` writes it at the end of a run,
 complete or stopped, and again when ``--resume`` completes it.
 
-    >>> write_report(Path("outputs/tiny"), json.loads(Path("outputs/tiny/summary.json").read_text()))  # doctest: +SKIP
+    >>> summary = json.loads(Path("outputs/tiny/summary.json").read_text())  # doctest: +SKIP
+    >>> write_report(Path("outputs/tiny"), summary)                            # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ table { border-collapse: collapse; background: #fff; margin: 4px 0 8px; }
 th, td { border: 1px solid #d5dae0; padding: 5px 10px; text-align: left; vertical-align: top; }
 th { background: #eef1f4; font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.problem { background: #fff; border: 1px solid #d5dae0; border-radius: 6px; padding: 10px 14px; margin: 12px 0; }
+.problem { background: #fff; border: 1px solid #d5dae0; border-radius: 6px; padding: 10px 14px;
+           margin: 12px 0; }
 .problem table { width: 100%; }
 pre { margin: 0; white-space: pre-wrap; word-break: break-word; font: 13px/1.4 ui-monospace, Menlo, Consolas,
       monospace; max-height: 18em; overflow: auto; }
@@ -64,7 +66,9 @@ img { max-width: 100%; background: #fff; border: 1px solid #d5dae0; }
 def write_report(output_dir: Path, summary: Mapping[str, Any]) -> Path:
     """``<output_dir>/report.html`` from the summary and ``plots/training.png``, written atomically."""
     plot = output_dir / "plots" / "training.png"
-    page = render_report(summary, title=str(output_dir), plot_png=plot.read_bytes() if plot.is_file() else None)
+    page = render_report(
+        summary, title=str(output_dir), plot_png=plot.read_bytes() if plot.is_file() else None
+    )
     path = output_dir / "report.html"
     write_text_atomic(path, page)
     return path
@@ -95,7 +99,7 @@ def _e(value: Any) -> str:
 def _header(summary: Mapping[str, Any], title: str) -> str:
     complete = summary.get("complete")
     status = ('<span class="status complete">complete</span>' if complete else
-              '<span class="status stopped">stopped before the end: run again with --resume</span>')  # fmt: skip
+              '<span class="status stopped">stopped before the end: continue it with --resume</span>')  # fmt: skip
     return (
         f"<h1>Run report: {_e(title)}</h1>"
         f'<p class="meta">{status} &nbsp; {_duration(summary.get("seconds_total", 0.0))} in all &nbsp; '
@@ -122,7 +126,7 @@ def _samples(summary: Mapping[str, Any]) -> str:
         for sample in samples:
             problems.setdefault(sample["index"], {"sample": sample, "stages": {}})["stages"][stage] = sample
     if not problems:
-        return '<p class="why">No sample answers recorded (evaluation.sample_answers is 0, or no evaluation ran).</p>'
+        return '<p class="why">No sample answers (evaluation.sample_answers is 0, or no evaluation ran).</p>'
     return "\n".join(_problem(index, entry) for index, entry in sorted(problems.items()))
 
 
@@ -133,20 +137,23 @@ def _problem(index: int, entry: Mapping[str, Any]) -> str:
         sample = entry["stages"].get(stage)
         if sample is None:
             continue
-        verdict = '<span class="right">right</span>' if sample["correct"] else '<span class="wrong">wrong</span>'
+        verdict = (
+            '<span class="right">right</span>' if sample["correct"] else '<span class="wrong">wrong</span>'
+        )
         parts = "<br>".join(f"{_e(name)} {_number(value)}" for name, value in sample["rewards"].items())
         answer = "(none)" if sample["answer"] is None else sample["answer"]
         rows.append(
             f"<tr><th>{_e(STAGE_NAMES[stage])}</th><td><pre>{_e(sample['completion'])}</pre></td>"
             f"<td>{_e(answer)}<br>{verdict}</td>"
-            f'<td class="num reward"><b>{_number(sample["total_reward"])}</b><br><span class="small why">{parts}</span>'
-            "</td></tr>"
+            f'<td class="num reward"><b>{_number(sample["total_reward"])}</b><br>'
+            f'<span class="small why">{parts}</span></td></tr>'
         )
     return (
         f'<div class="problem"><h3>Problem {index}</h3><p class="question">{_e(first["question"])}</p>'
         f'<p class="small">gold answer: <b>{_e(first["gold"])}</b></p>'
         "<table><tr><th>stage</th><th>the model wrote</th><th>answer</th><th>reward</th></tr>"
-        + "".join(rows) + "</table></div>"
+        + "".join(rows)
+        + "</table></div>"
     )
 
 
@@ -196,14 +203,20 @@ def _phase_settings(summary: Mapping[str, Any]) -> str:
         settings = ((summary.get("phases") or {}).get(phase) or {}).get("settings")
         if not settings:
             continue
-        rows = "".join(f"<tr><th>{_e(key)}</th><td>{_e(_plain(value))}</td></tr>" for key, value in settings.items())
-        tables.append(f"<div><h3>{name}: the trainer's settings as it used them</h3><table>{rows}</table></div>")
+        rows = "".join(
+            f"<tr><th>{_e(key)}</th><td>{_e(_plain(value))}</td></tr>" for key, value in settings.items()
+        )
+        tables.append(
+            f"<div><h3>{name}: the trainer's settings as it used them</h3><table>{rows}</table></div>"
+        )
     return f'<div class="settings">{"".join(tables)}</div>' if tables else ""
 
 
 def _versions(summary: Mapping[str, Any]) -> str:
     versions = summary.get("versions") or {}
-    rows = "".join(f"<tr><th>{_e(name)}</th><td>{_e(version)}</td></tr>" for name, version in versions.items())
+    rows = "".join(
+        f"<tr><th>{_e(name)}</th><td>{_e(version)}</td></tr>" for name, version in versions.items()
+    )
     return f"<details><summary>package versions</summary><table>{rows}</table></details>" if rows else ""
 
 

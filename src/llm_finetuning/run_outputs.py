@@ -1,11 +1,11 @@
-"""What a run leaves behind: ``summary.json``, ``metrics.jsonl``, ``run_state.json``, the plot, the table, the report.
+"""What a run leaves behind: ``summary.json``, ``metrics.jsonl``, ``run_state.json``, the plot, table and report.
 
 ``RunRecorder`` keeps the summary as the run goes and rewrites ``summary.json`` atomically after every stage,
 so an interrupted run still shows what it measured, and ``--resume`` carries the evaluations of finished
 phases into the final summary. ``MetricsWriter`` appends every trainer log, evaluation and sample answer to
 ``metrics.jsonl``; ``RunState`` records which phases finished. At the end (complete or stopped) the recorder
-draws ``plots/training.png`` and writes ``report.html`` (``report.py``) from the summary. ``RunRecorder.start`` is the one place that
-decides what a fresh run clears and what a resumed run keeps.
+draws ``plots/training.png`` and writes ``report.html`` (``report.py``) from the summary.
+``RunRecorder.start`` is the one place that decides what a fresh run clears and what a resumed run keeps.
 
 In a multi-process run every rank keeps the same summary in memory (evaluations are gathered to all ranks)
 and takes the same decisions from it, but only the writer — the main process — touches the files.
@@ -84,7 +84,8 @@ class RunRecorder:
         self.summary.update(values)
         self._write()
 
-    def record_eval(self, key: str, figures: dict[str, Any], samples: list[dict[str, Any]] | None = None) -> None:
+    def record_eval(self, key: str, figures: dict[str, Any], samples: list[dict[str, Any]] | None = None,
+                    ) -> None:  # fmt: skip
         self.summary["eval"][key] = figures
         self.summary["samples"][key] = samples
         self._write()

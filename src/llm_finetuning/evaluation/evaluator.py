@@ -3,9 +3,10 @@
 Used before SFT, after SFT (= GRPO step 0), every ``eval_steps`` during GRPO, and after GRPO, always on the
 same problems so the numbers compare. Each evaluation shows one progress view (``progress.py``) and the greedy
 answers to the first ``evaluation.sample_answers`` problems (the same problems every time, taken from the
-completions the evaluation generates anyway), so a person sees what the model writes change. Generation goes through the manager's engine (``evaluation.engine``:
-hf, vllm or Unsloth's); samples are drawn from ``seed`` in their own random stream, so an evaluation never
-moves training's random state and every stage is scored on the same draws. Scoring is
+completions the evaluation generates anyway), so a person sees what the model writes change. Generation
+goes through the manager's engine (``evaluation.engine``: hf, vllm or Unsloth's); samples are drawn from
+``seed`` in their own random stream, so an evaluation never moves training's random state and every stage is
+scored on the same draws. Scoring is
 ``scoring.score_problems`` / ``scoring.figures``; the ``evaluate`` tool calls the same ``Evaluator`` (``score``
 for the per-problem rows it writes). In a multi-process
 run the ranks share the generation by whole batches (``sharding.generate_sharded``) and all score the gathered
@@ -37,7 +38,7 @@ RECORDED = ("n", "format_accuracy", "answer_accuracy", "sampled_answer_accuracy"
 
 @dataclass
 class Evaluation:
-    """One evaluation: its recorded figures (``RECORDED``) and its sample answers (``scoring.sample_answers``)."""
+    """One evaluation: its recorded figures (``RECORDED``) and sample answers (``scoring.sample_answers``)."""
 
     figures: dict[str, Any]
     samples: list[dict[str, Any]]
@@ -77,7 +78,7 @@ class Evaluator:
         )
 
     def evaluate(self, engine: Any, label: str, *, include_sampled: bool = True) -> Evaluation:
-        """The recorded figures and sample answers of the model ``engine`` (``generation.engines``) generates with."""
+        """The recorded figures and sample answers of the model ``engine`` (``generation.engines``) runs."""
         started = time.perf_counter()
         sampled = include_sampled and self.sampled is not None  # periodic GRPO evaluations draw no samples
         total = self.completions(self.greedy) + (self.completions(self.sampled) if sampled else 0)
@@ -101,14 +102,15 @@ class Evaluator:
         return Evaluation(result, samples)
 
     def completions(self, sampling: SamplingSettings) -> int:
-        """How many completions this process generates for the problems at ``sampling`` (its share of them)."""
+        """How many completions this process generates for the problems at ``sampling`` (its share)."""
         from transformers.integrations import is_deepspeed_zero3_enabled
 
-        return own_share(len(self.problems), self.batch_size, is_deepspeed_zero3_enabled()) * sampling.per_prompt
+        prompts = own_share(len(self.problems), self.batch_size, is_deepspeed_zero3_enabled())
+        return prompts * sampling.per_prompt
 
     def score(self, engine: Any, label: str, *, sampled: bool = False,
               progress: Progress | None = None) -> list[dict[str, Any]]:  # fmt: skip
-        """One scored row per problem (``scoring.score_problems``): greedy, or the ``sampled`` settings' samples.
+        """One scored row per problem (``scoring.score_problems``): greedy, or the ``sampled`` settings'.
 
         ``progress`` is told of the completions as they come; without it the call shows its own view.
         """

@@ -83,8 +83,8 @@ def figures(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def sample_answers(results: Sequence[dict[str, Any]], count: int) -> list[dict[str, Any]]:
-    """The first completion of the first ``count`` scored problems, as a person reads it: the question, what the
-    model wrote, the answer extracted from it, the gold answer, right or wrong, and each reward."""
+    """The first completion of the first ``count`` scored problems, as a person reads it: the question, what
+    the model wrote, the answer extracted from it, the gold answer, right or wrong, and each reward."""
     return [
         {
             "index": result["index"],

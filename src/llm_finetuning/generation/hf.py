@@ -53,7 +53,8 @@ def generate_completions(
     progress: Progress | None = None,
 ) -> list[list[str]]:
     """``sampling.per_prompt`` completion texts for each prompt, in prompt order."""
-    detailed = generate_detailed(model, tokenizer, prompts, sampling, batch_size=batch_size, progress=progress)
+    detailed = generate_detailed(model, tokenizer, prompts, sampling, batch_size=batch_size,
+                                 progress=progress)  # fmt: skip
     return [[completion.text for completion in group] for group in detailed]
 
 
@@ -67,8 +68,8 @@ def generate_detailed(
     batch_size: int = 32,
     progress: Progress | None = None,
 ) -> list[list[Completion]]:
-    """Like ``generate_completions`` but with token counts and whether each completion finished; ``progress`` is
-    told the completions of each batch as it finishes."""
+    """Like ``generate_completions`` but with token counts and whether each completion finished; ``progress``
+    is told the completions of each batch as it finishes."""
     texts = render_prompts(tokenizer, prompts)
     was_training = model.training
     model.eval()

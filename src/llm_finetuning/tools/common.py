@@ -17,7 +17,8 @@ from typing import Any
 from ..config import PipelineConfig
 from ..errors import ModelError
 
-__all__ = ["LoadedModel", "add_engine_argument", "config_from", "default_adapter", "load_model", "prepare_libraries"]
+__all__ = ["LoadedModel", "add_engine_argument", "config_from", "default_adapter", "load_model",
+           "prepare_libraries"]  # fmt: skip
 
 
 @dataclass
@@ -48,8 +49,8 @@ def add_engine_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from(args: argparse.Namespace) -> PipelineConfig:
-    """The tool's config: ``--config`` plus every ``--set`` (and ``--engine``), validated; the console set up as
-    a run's is (``--verbose``: the libraries' own output too)."""
+    """The tool's config: ``--config`` plus every ``--set`` (and ``--engine``), validated; the console set up
+    as a run's is (``--verbose``: the libraries' own output too)."""
     from ..logging_setup import setup_logging
 
     overrides = list(args.overrides)
@@ -75,7 +76,7 @@ def default_adapter(config: PipelineConfig, prefer_grpo: bool = True) -> Path:
 
 def prepare_libraries(config: PipelineConfig) -> Any:
     """The config's backend, its libraries imported first (Unsloth before transformers), then the libraries'
-    own progress bars and messages turned off (``--verbose`` keeps them); call before loading data or models."""
+    own progress bars and messages turned off (``--verbose`` keeps them). Call it before data or models load."""
     from ..logging_setup import quiet_libraries
     from ..model import choose_backend
 

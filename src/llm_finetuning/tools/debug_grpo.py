@@ -145,9 +145,8 @@ def diagnose(
 ) -> dict[str, Any]:
     """Generate GRPO groups with the trained model and return the report (``prompts``, ``overall``, ``hints``)."""
     from ..evaluation.judge import CompletionJudge
-    from ..evaluation.scoring import sample_answers, score_problems
     from ..generation import SamplingSettings, generation_budget, render_prompts
-    from ..progress import ProgressView, log_samples
+    from ..progress import ProgressView
     from ..rewards import build_rewards
 
     loaded = common.load_model(config, adapter, generates=True)
@@ -164,9 +163,7 @@ def diagnose(
     finally:
         loaded.free()
     judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
-    shown = min(config.evaluation.sample_answers, len(conversations))  # each shown group's first completion
-    rows = [{"prompt": conversation, "answer": gold} for conversation, gold in zip(conversations, golds, strict=True)]
-    log_samples(sample_answers(score_problems(judge, rows[:shown], [group[:1] for group in groups[:shown]]), shown))
+    _show_samples(config.evaluation.sample_answers, judge, conversations, golds, groups)
     tags = _tags(config, prefilled)
     per_prompt = [
         {
@@ -189,6 +186,16 @@ def diagnose(
         "max_new_tokens": sampling.max_new_tokens,
     }
     return {"settings": settings, "prompts": per_prompt, "overall": overall, "hints": hints(overall, ctx)}
+
+
+def _show_samples(count: int, judge: Any, conversations: list[Any], golds: list[str], groups: list[Any]) -> None:
+    """The first completion of the first ``count`` groups, shown as every evaluation shows its answers."""
+    from ..evaluation.scoring import sample_answers, score_problems
+    from ..progress import log_samples
+
+    rows = [{"prompt": prompt, "answer": gold} for prompt, gold in zip(conversations, golds, strict=True)]
+    firsts = [group[:1] for group in groups[:count]]
+    log_samples(sample_answers(score_problems(judge, rows[:count], firsts), count))
 
 
 def _tags(config: PipelineConfig, prefilled: bool) -> list[str]:

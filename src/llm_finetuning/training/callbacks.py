@@ -52,7 +52,7 @@ class MetricsLogging(TrainerCallback):
 class TrainingProgress(TrainerCallback):
     """The phase's progress view (``progress.py``) from the first step to the last, and, in place of the log
     dicts the trainer prints, a compact metrics line every ``logging_steps`` (the dicts still reach
-    metrics.jsonl and the trackers). ``answer_rewards``: name -> weight of the rewards that score the answer."""
+    metrics.jsonl and the trackers). ``answer_rewards``: name -> weight of the rewards scoring the answer."""
 
     def __init__(self, title: str, phase: str, answer_rewards: Mapping[str, float] | None = None) -> None:
         self.title, self.phase = title, phase
@@ -75,7 +75,8 @@ class TrainingProgress(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         resumed = f", resuming after step {state.global_step}" if state.global_step else ""
         logger.info("%s: %d steps%s", self.title, state.max_steps, resumed)
-        self.view = ProgressView(self.title, state.max_steps, initial=state.global_step, bar=not libraries_verbose())
+        self.view = ProgressView(self.title, state.max_steps, initial=state.global_step,
+                                 bar=not libraries_verbose())  # --verbose: the trainer's own bar shows it
         self._tokens = (time.monotonic(), 0.0) if state.global_step == 0 else None
 
     @_never_raise
@@ -105,7 +106,8 @@ class TrainingProgress(TrainerCallback):
             logger.info("%s: %d steps in %s%s", self.title, state.global_step, spent,
                         "" if loss is None else f" (train loss {loss:.4g})")  # fmt: skip
         else:
-            logger.info("%s: stopped after step %d of %d (%s)", self.title, state.global_step, state.max_steps, spent)
+            logger.info("%s: stopped after step %d of %d (%s)", self.title, state.global_step, state.max_steps,
+                        spent)  # fmt: skip
         self.close()
 
     def close(self) -> None:

@@ -49,7 +49,7 @@ class GRPOPhase(TrainingPhase):
         self.config, self.engines, self.data = config, engines, data
         self.reward_funcs, self.reward_weights = reward_funcs, reward_weights
         pairs = zip(reward_funcs, reward_weights, strict=True)  # the answer part of the reward, for the console
-        self.answer_rewards = {func.__name__: weight for func, weight in pairs if getattr(func, "needs_answer", False)}
+        self.answer_rewards = {f.__name__: weight for f, weight in pairs if getattr(f, "needs_answer", False)}
 
     def build_trainer(self) -> Any:
         from trl import GRPOConfig, GRPOTrainer  # after unsloth, when unsloth is the backend

@@ -1,9 +1,10 @@
 """What SFT and GRPO share: build a TRL trainer, train (resuming if asked), stop cleanly on signals.
 
 A phase subclass only says how to build its trainer; everything else — checkpoint markers, metrics, the
-progress view in place of the trainer's own bar and printed logs, signal handling, resume from the newest complete checkpoint, dropping the trainer afterwards so its optimizer
-and dataloaders can be freed — happens here, once. In a multi-process run every rank runs the phase; at its
-end each rank reports a checksum of its weights, so a run can show its replicas stayed identical.
+progress view in place of the trainer's own bar and printed logs, signal handling, resume from the newest
+complete checkpoint, dropping the trainer afterwards so its optimizer and dataloaders can be freed — happens
+here, once. In a multi-process run every rank runs the phase; at its end each rank reports a checksum of its
+weights, so a run can show its replicas stayed identical.
 """
 
 from __future__ import annotations
