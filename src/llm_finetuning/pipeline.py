@@ -47,6 +47,7 @@ from .logging_setup import quiet_libraries, setup_logging
 from .model import Backend, ModelManager, choose_backend
 from .model.hardware import free_memory, on_cuda
 from .model.tiny import base_model_path
+from .report import write_report
 from .rewards import build_rewards
 from .run_outputs import RunRecorder
 from .training.arguments import check_trainer_settings
@@ -95,13 +96,24 @@ def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, 
     try:
         story.steps(options)
     except TrainingInterrupted:
-        recorder.finish(time.perf_counter() - started, complete=False)
+        _finish(recorder, time.perf_counter() - started, complete=False)
         raise
     finally:
         story.free()  # the model and any vLLM engine go with the run, not with the process
-    summary = recorder.finish(time.perf_counter() - started, complete=True)
+    summary = _finish(recorder, time.perf_counter() - started, complete=True)
     if is_main_process():
         recorder.print_table()
+    return summary
+
+
+def _finish(recorder: RunRecorder, seconds: float, complete: bool) -> dict[str, Any]:
+    """The final summary.json and plot, then report.html of both (complete, stopped, or resumed to the end)."""
+    summary = recorder.finish(seconds, complete=complete)
+    if recorder.writes:
+        try:
+            write_report(recorder.output_dir, summary)
+        except Exception:  # a report must never cost the user the run's results
+            logger.exception("could not write report.html")
     return summary
 
 

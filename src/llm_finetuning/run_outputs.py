@@ -4,7 +4,7 @@
 so an interrupted run still shows what it measured, and ``--resume`` carries the evaluations of finished
 phases into the final summary. ``MetricsWriter`` appends every trainer log, evaluation and sample answer to
 ``metrics.jsonl``; ``RunState`` records which phases finished. At the end (complete or stopped) the recorder
-draws ``plots/training.png`` and writes ``report.html`` (``report.py``) from the summary.
+draws ``plots/training.png``; ``report.py`` then makes ``report.html`` of the summary and the plot.
 ``RunRecorder.start`` is the one place that decides what a fresh run clears and what a resumed run keeps.
 
 In a multi-process run every rank keeps the same summary in memory (evaluations are gathered to all ranks)
@@ -124,12 +124,6 @@ class RunRecorder:
             plot_training(self.metrics.path, self.output_dir / "plots" / "training.png")
         except Exception:  # a plot must never cost the user the run's results
             logger.exception("could not draw plots/training.png")
-        try:
-            from .report import write_report
-
-            write_report(self.output_dir, self.summary)
-        except Exception:  # nor a report
-            logger.exception("could not write report.html")
         return self.summary
 
     def print_table(self) -> None:
