@@ -129,7 +129,7 @@ def evaluate_alone(output_dir: Path, saved: str) -> dict[str, float]:
         validation = load_grpo_data(config, manager.tokenizer).validation
         judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
         figures = Evaluator.from_config(config, validation, judge, None).evaluate(
-            get_engine("hf", manager), "one process", include_sampled=False)
+            get_engine("hf", manager), "one process", include_sampled=False).figures
     finally:
         torch.set_num_threads(threads)
         manager.free()

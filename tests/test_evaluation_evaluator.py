@@ -25,8 +25,8 @@ def test_sampled_evaluation_draws_the_same_samples_whatever_ran_before(tiny_base
     )  # fmt: skip
     drawn, score = [], evaluator.score
 
-    def recording(engine, label, *, sampled=False):
-        rows = score(engine, label, sampled=sampled)
+    def recording(engine, label, *, sampled=False, progress=None):
+        rows = score(engine, label, sampled=sampled, progress=progress)
         if sampled:
             drawn.append([row["completions"] for row in rows])
         return rows

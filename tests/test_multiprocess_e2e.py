@@ -139,6 +139,17 @@ def test_sigterm_stops_both_ranks_after_the_same_step_with_one_checkpoint(two_pr
             "model.safetensors"} <= set(interrupted["checkpoints"][last])
 
 
+def test_only_the_main_process_shows_progress_and_sample_answers(two_process_run):
+    *_, log = two_process_run  # the first launch, through a pipe
+    lines = log.splitlines()
+    assert lines.count("SFT: 60 steps") == 1 and sum(line.startswith("SFT 20/60, ") for line in lines) == 1
+    evaluations = [line for line in lines if re.match(r"eval \S+: n=24 ", line)]
+    assert len(evaluations) >= 2  # before and after SFT (the stop may come before GRPO's first)
+    assert sum(line.startswith("  problem 0: ") for line in lines) == len(evaluations)  # once per evaluation
+    assert "%|" not in log and "{'loss'" not in log and "Writing model shards" not in log
+    assert all("warning" in line for line in lines if line.startswith("[rank 1]"))  # the other: warnings only
+
+
 def test_resume_under_the_same_launch_reaches_the_final_step(two_process_run):
     output_dir, _, interrupted, _ = two_process_run
     summary = json.loads((output_dir / "summary.json").read_text())
@@ -176,7 +187,8 @@ def test_only_the_main_process_writes(two_process_run):
     stray = [p for p in output_dir.rglob("*") if ".tmp" in p.name or p.name.endswith(".previous")]
     assert not stray
     records = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
-    keys = [(r["phase"], r["step"], r.get("stage"), r.get("loss"), r.get("reward")) for r in records]
+    keys = [(r["phase"], r["step"], r.get("stage"), r.get("index"), r.get("loss"), r.get("reward"))
+            for r in records]  # fmt: skip
     assert len(keys) == len(set(keys))  # no record written twice
     assert "[rank 1]" not in (output_dir / "training.log").read_text()
 

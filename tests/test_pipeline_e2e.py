@@ -44,7 +44,7 @@ def finished_run(tmp_path_factory):
 def test_run_writes_every_output(finished_run):
     output_dir, summary = finished_run
     for name in ("training.log", "config.yaml", "metrics.jsonl", "summary.json", "plots/training.png",
-                 "sft/final", "grpo_saved_lora"):
+                 "report.html", "sft/final", "grpo_saved_lora"):
         assert (output_dir / name).exists(), name
     on_disk = json.loads((output_dir / "summary.json").read_text())
     assert on_disk["eval"] == summary["eval"]
@@ -63,6 +63,20 @@ def test_run_writes_every_output(finished_run):
         "dapo", 0.2, 4, "adamw_torch_fused")
     assert grpo["use_vllm"] is False and grpo["bf16"] is False and grpo["reward_weights"] == [1.0, 1.0, 1.0, 1.0]
     assert summary["seconds_total"] > 0 and summary["complete"] is True
+
+
+def test_every_stage_records_the_same_problems_sample_answers(finished_run):
+    output_dir, summary = finished_run
+    stages = summary["samples"]
+    indices = [[sample["index"] for sample in stages[key]] for key in ("before_sft", "after_sft", "after_grpo")]
+    assert indices == [[0, 1, 2]] * 3  # evaluation.sample_answers: 3, the same problems at every stage
+    assert len({tuple(s["question"] for s in stages[key]) for key in stages}) == 1
+    formatted = stages["after_sft"][0]
+    assert formatted["completion"] and formatted["answer"] is not None and formatted["formatted"] is True
+    assert set(formatted["rewards"]) == {"match_format_exactly", "match_format_approximately", "check_answer",
+                                         "check_numbers"}
+    page = (output_dir / "report.html").read_text()
+    assert page.count('<div class="problem">') == 3 and "data:image/png;base64," in page
 
 
 def test_sft_teaches_the_format(finished_run):
@@ -84,6 +98,8 @@ def test_metrics_hold_grpo_signals_and_evaluations(finished_run):
     stages = [r["stage"] for r in records if r["phase"] == "eval"]
     assert stages[0] == "before_sft" and "after_sft" in stages and stages[-1] == "after_grpo"
     assert "grpo_step_2" in stages
+    samples = [(r["stage"], r["index"]) for r in records if r["phase"] == "sample"]
+    assert samples == [(stage, index) for stage in stages for index in range(3)]  # each evaluation's answers
 
 
 def test_saved_adapter_reloads_and_generates(finished_run):
@@ -145,7 +161,9 @@ def test_sigterm_then_resume_finishes_the_run(tmp_path):
     assert "checkpoint-" in resumed_from and not resumed_from.endswith("checkpoint-999")
     assert summary["phases"]["sft"] == interrupted["phases"]["sft"]  # SFT had finished: not run again
     assert summary["eval"]["before_sft"] == interrupted["eval"]["before_sft"]
-    assert summary["eval"]["after_grpo"] is not None
+    assert summary["samples"]["before_sft"] == interrupted["samples"]["before_sft"]  # kept, not generated again
+    assert summary["eval"]["after_grpo"] is not None and summary["samples"]["after_grpo"]
+    assert "<th>after GRPO</th><td><pre>" in (tmp_path / "report.html").read_text()  # rewritten on completion
 
 
 def test_skip_grpo_stops_after_sft(tmp_path):

@@ -70,10 +70,15 @@ def _error_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("error:")]
 
 
-def test_debug_grpo_json_reports_diversity_tags_rewards_and_truncation(runs, capsys):
+def test_debug_grpo_json_reports_diversity_tags_rewards_and_truncation(runs, capsys, caplog):
     full, _ = runs
-    assert debug_grpo.main(["--config", _config(full), "--num", "3", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    with caplog.at_level("INFO", logger="llm_finetuning.progress"):
+        assert debug_grpo.main(["--config", _config(full), "--num", "3", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)  # the sample answers went to the log, not into the JSON
+    shown = [m for m in caplog.messages if m.lstrip().startswith("problem ")]
+    assert [m.split(":")[0].strip() for m in shown] == ["problem 0", "problem 1", "problem 2"]
+    firsts = [" ".join(group["completions"][0].split())[:20] for group in report["prompts"]]  # on one line
+    assert all(first in message for message, first in zip(shown, firsts, strict=True))
     assert report["settings"]["adapter"] == str(full / "sft" / "final")  # the SFT adapter by default
     assert len(report["prompts"]) == 3
     for group in report["prompts"]:
@@ -174,7 +179,7 @@ def test_evaluate_with_k_samples_reports_pass_at_k(runs, benchmark, tmp_path):
     assert metrics["pass@3"] >= metrics["answer_accuracy"]
 
 
-def test_evaluate_defaults_to_the_base_model_on_the_runs_held_out_problems(runs, tmp_path, capsys):
+def test_evaluate_defaults_to_the_base_model_on_the_runs_held_out_problems(runs, tmp_path, capsys, caplog):
     from llm_finetuning.data import load_grpo_data
     from llm_finetuning.tools.common import load_model
 
@@ -186,6 +191,7 @@ def test_evaluate_defaults_to_the_base_model_on_the_runs_held_out_problems(runs,
     assert metrics["adapter"] is None and metrics["n"] == 4
     assert metrics["data"]["name"] == "synthetic:arithmetic" and metrics["data"]["split"] == "held-out"
     assert "(held-out split)" in capsys.readouterr().out
+    assert sum(m.lstrip().startswith("problem ") for m in caplog.messages) == 3  # evaluation.sample_answers
     # the problems scored are the pipeline's held-out ones (the GRPO validation rows), never training rows
     config = PipelineConfig.from_yaml(_config(full))
     loaded = load_model(config, None)

@@ -20,7 +20,8 @@ DEFAULT_CONFIG = "configs/default_config.yaml"
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--config`` and ``--set``: shared by run_training.py and every tool, so they read configs alike."""
+    """``--config``, ``--set`` and ``--verbose``: shared by run_training.py and every tool, so they read
+    configs and speak alike."""
     parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"YAML config (default: {DEFAULT_CONFIG})")
     parser.add_argument(
         "--set",
@@ -30,6 +31,11 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECTION.FIELD=VALUE",
         help="override any config field, e.g. --set grpo_training.num_generations=8 (repeatable)",
     )
+    parser.add_argument(
+        "--verbose", action="store_true",
+        help="also show what transformers, datasets and huggingface_hub print themselves: their progress "
+             "bars for loading, saving and mapping, the trainers' own bar and log lines, their messages",
+    )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,7 +140,7 @@ def main(args: argparse.Namespace) -> int:
     status = 0
     try:
         run(config, RunOptions(skip_sft=args.skip_sft, skip_grpo=args.skip_grpo, resume=args.resume,
-                               preflight=args.preflight))
+                               preflight=args.preflight, verbose=args.verbose))
     except TrainingInterrupted as exc:  # every rank stopped after the same step
         if is_main_process():
             print(f"{exc}\nResume with: {resume_command(args.argv, read_launch().launcher)}", file=sys.stderr)

@@ -3,6 +3,13 @@
 Called once by the entry points; library code only calls ``logging.getLogger(__name__)``. In a multi-process
 run only the main process writes ``training.log`` and logs at the configured level; every other rank logs
 warnings and errors to the console only, prefixed with its rank, so N processes do not print N copies.
+
+The console is for a person: our lines carry no level or module name (``training.log`` keeps both, with the
+time), warnings say ``warning:``, and every line is written through ``tqdm.write``, so it passes above a live
+progress bar (``progress.py``) instead of breaking it. ``quiet_libraries`` turns off what transformers,
+datasets and huggingface_hub print on their own — their progress bars for loading, saving and mapping, their
+info messages — with each library's own switch, and sends their warnings through this console: shown once,
+in our words where we know better (``LIBRARY_MESSAGES``). ``--verbose`` leaves the libraries as they come.
 """
 
 from __future__ import annotations
@@ -11,28 +18,138 @@ import logging
 import sys
 import warnings
 from pathlib import Path
+from typing import TextIO
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+VERBOSE_CONSOLE = "%(levelname)s %(name)s: %(message)s"
 _FILE_HANDLER_NAME = "llm_finetuning.training_log"
+_CONSOLE_NAME = "llm_finetuning.console"
+PROJECT = "llm_finetuning"
+LIBRARIES = ("transformers", "datasets", "huggingface_hub")
+
+# Library messages we know better than their wording suggests: the start of the message, and what the console
+# says instead (None: training.log only).
+LIBRARY_MESSAGES: dict[str, str | None] = {
+    # checkpoints saved less than a second apart (short test schedules): ordering them by step is right
+    "mtime may not be reliable on this filesystem": None,
+}
+
+_state = {"verbose": False}
 
 
-def setup_logging(level: str = "INFO", output_dir: str | Path | None = None, rank: int = 0) -> None:
-    """Console handler on the root logger, plus ``training.log`` in ``output_dir`` when given (rank 0 only)."""
+def setup_logging(level: str = "INFO", output_dir: str | Path | None = None, rank: int = 0,
+                  verbose: bool = False) -> None:  # fmt: skip
+    """Console handler on the root logger, plus ``training.log`` in ``output_dir`` when given (rank 0 only);
+    ``verbose`` (``--verbose``) keeps the full record format and, through ``quiet_libraries``, the libraries'
+    own output."""
+    _state["verbose"] = verbose
     root = logging.getLogger()
     root.setLevel(level if rank == 0 else logging.WARNING)
-    prefix = "" if rank == 0 else f"[rank {rank}] "
-    console = next((h for h in root.handlers if getattr(h, "name", "") == "llm_finetuning.console"), None)
+    console = next((h for h in root.handlers if getattr(h, "name", "") == _CONSOLE_NAME), None)
     if console is None:
-        console = logging.StreamHandler(sys.stderr)
-        console.name = "llm_finetuning.console"
+        console = ConsoleHandler(sys.stderr)
+        console.name = _CONSOLE_NAME
         root.addHandler(console)
-    console.setFormatter(logging.Formatter(prefix + "%(levelname)s %(name)s: %(message)s"))
+    prefix = "" if rank == 0 else f"[rank {rank}] "
+    console.setFormatter(logging.Formatter(prefix + VERBOSE_CONSOLE) if verbose else ConsoleFormatter(prefix))
+    if not any(isinstance(f, _LibraryWarnings) for f in console.filters):
+        console.addFilter(_LibraryWarnings())
     if output_dir is not None and rank == 0:
         add_log_file(Path(output_dir) / "training.log")
     # transformers 5 warns on every trainer about renamed gradient-checkpointing arguments we do not use
     warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category=FutureWarning)
+    logging.captureWarnings(True)  # Python warnings through this console (above a bar) and into training.log
     for noisy in ("httpx", "urllib3", "filelock", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def quiet_libraries(main: bool = True) -> None:
+    """Turn off the libraries' own progress bars and info messages at their source, and route their log records
+    through our console; under ``--verbose`` (``setup_logging``) leave them as they come, on the main process.
+
+    Imports transformers: call it after the backend's ``prepare()`` (Unsloth must be imported first).
+    """
+    import datasets
+    import huggingface_hub
+    import transformers
+
+    shown = _state["verbose"] and main
+    if not shown:  # --verbose leaves their verbosity as they (or TRANSFORMERS_VERBOSITY and the like) set it
+        for library in (transformers.utils.logging, datasets.utils.logging, huggingface_hub.utils.logging):
+            library.set_verbosity(logging.WARNING)
+    hub, hf = huggingface_hub.utils, transformers.utils.logging
+    for enable, disable in ((hf.enable_progress_bar, hf.disable_progress_bar),
+                            (datasets.enable_progress_bars, datasets.disable_progress_bars),
+                            (hub.enable_progress_bars, hub.disable_progress_bars)):  # fmt: skip
+        (enable if shown else disable)()
+    transformers.utils.logging.disable_default_handler()  # its records reach training.log and pass the bars
+    transformers.utils.logging.enable_propagation()
+    for name in ("datasets", "huggingface_hub"):  # their own stderr handler would print every record twice
+        library_logger = logging.getLogger(name)
+        for handler in [h for h in library_logger.handlers if type(h) is logging.StreamHandler]:
+            library_logger.removeHandler(handler)
+        library_logger.propagate = True
+
+
+def libraries_verbose() -> bool:
+    """Whether ``--verbose`` asked for the libraries' own output (the trainers keep their bar and log lines)."""
+    return _state["verbose"]
+
+
+def console_stream() -> TextIO:
+    """The stream the console handler writes to: progress bars draw there, so log lines can pass them."""
+    console = next((h for h in logging.getLogger().handlers if getattr(h, "name", "") == _CONSOLE_NAME), None)
+    return console.stream if console is not None else sys.stderr
+
+
+class ConsoleHandler(logging.StreamHandler):
+    """Writes each record through ``tqdm.write``: above any live progress bar on the same stream."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+            self.flush()
+        except Exception:  # noqa: BLE001 - logging must never raise into the run
+            self.handleError(record)
+
+
+class ConsoleFormatter(logging.Formatter):
+    """``message`` for our information, ``warning: message`` (``warning (library): message``) for warnings."""
+
+    def __init__(self, prefix: str = "") -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = getattr(record, "console_text", None) or super().format(record)
+        if logging.getLevelName(record.levelname) < logging.WARNING:
+            return self.prefix + message
+        name = str(record.name or "root")
+        ours = name.startswith(PROJECT) or name in ("root", "py.warnings")
+        source = "" if ours else f" ({name.split('.')[0]})"
+        return f"{self.prefix}{record.levelname.lower()}{source}: {message}"
+
+
+class _LibraryWarnings(logging.Filter):
+    """A library's warning is shown once, in our words where ``LIBRARY_MESSAGES`` has them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[tuple[str, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith(PROJECT) or record.levelno < logging.WARNING or _state["verbose"]:
+            return True
+        message = record.getMessage()
+        ours = next((words for start, words in LIBRARY_MESSAGES.items() if start in message), message)
+        if ours is None or (record.name, ours) in self.seen:
+            return False
+        self.seen.add((record.name, ours))
+        if ours != message:
+            record.console_text = ours  # training.log keeps the library's words
+        return True
 
 
 def add_log_file(path: Path) -> None:

@@ -43,10 +43,11 @@ from .errors import PipelineError, TrainingInterrupted
 from .evaluation.evaluator import Evaluator
 from .evaluation.judge import CompletionJudge
 from .generation.engines import HFEngine, open_engine
-from .logging_setup import setup_logging
+from .logging_setup import quiet_libraries, setup_logging
 from .model import Backend, ModelManager, choose_backend
 from .model.hardware import free_memory, on_cuda
 from .model.sources import base_model_path
+from .report import write_report
 from .rewards import build_rewards
 from .run_outputs import RunRecorder
 from .training.arguments import check_trainer_settings
@@ -65,6 +66,7 @@ class RunOptions:
     skip_grpo: bool = False  # stop after SFT
     resume: bool = False  # continue unfinished phases from their newest complete checkpoint
     preflight: bool | None = None  # one worst-case step per phase first; None = on a CUDA GPU only
+    verbose: bool = False  # the libraries' own progress bars, log lines and messages, as they come
 
 
 def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, Any]:
@@ -77,7 +79,7 @@ def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, 
     output_dir = Path(config.output_dir)
     if is_main_process():
         output_dir.mkdir(parents=True, exist_ok=True)
-    setup_logging(config.log_level, output_dir, rank=rank())
+    setup_logging(config.log_level, output_dir, rank=rank(), verbose=options.verbose)
     if config.num_threads is not None:  # CPU numerics depend on the thread count: fix it, don't inherit it
         torch.set_num_threads(config.num_threads)
     recorder = run_on_main(lambda: _start_outputs(config, output_dir, options.resume))
@@ -89,17 +91,29 @@ def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, 
     if not options.skip_grpo and backend.rollouts(config) == "trl_server":
         run_on_main(lambda: wait_for_server(config.grpo_training))  # fail now, not when GRPO starts
     backend.prepare()  # Unsloth is imported here, before anything imports trl or transformers
+    quiet_libraries(main=is_main_process())  # their bars and chatter off where they start (unless --verbose)
     story = Run(config, recorder, backend)
     try:
         story.steps(options)
     except TrainingInterrupted:
-        recorder.finish(time.perf_counter() - started, complete=False)
+        _finish(recorder, time.perf_counter() - started, complete=False)
         raise
     finally:
         story.free()  # the model and any vLLM engine go with the run, not with the process
-    summary = recorder.finish(time.perf_counter() - started, complete=True)
+    summary = _finish(recorder, time.perf_counter() - started, complete=True)
     if is_main_process():
         recorder.print_table()
+    return summary
+
+
+def _finish(recorder: RunRecorder, seconds: float, complete: bool) -> dict[str, Any]:
+    """The final summary.json and plot, then report.html of both (complete, stopped, or resumed to the end)."""
+    summary = recorder.finish(seconds, complete=complete)
+    if recorder.writes:
+        try:
+            write_report(recorder.output_dir, summary)
+        except Exception:  # a report must never cost the user the run's results
+            logger.exception("could not write report.html")
     return summary
 
 
@@ -142,10 +156,6 @@ class Run:
         import transformers  # after the backend (pipeline.run imported Unsloth first when it is the backend)
 
         transformers.set_seed(self.config.seed)
-        if not is_main_process():  # one progress bar per step, the main process's
-            import datasets
-
-            datasets.disable_progress_bars()
         state = self.recorder.state
         sft_done_earlier = options.resume and state.is_done("sft")
         sft_now = not options.skip_sft and not sft_done_earlier
@@ -218,7 +228,8 @@ class Run:
     def evaluate(self, stage: str, step: int, *, model: Any = None, during_grpo: bool = False) -> None:
         """Score ``model`` (default: the manager's, its whole weights gathered under ZeRO-3) on every rank.
 
-        A stage evaluation (before/after a phase) is recorded in the summary with its sampled figure; one during
+        Its sample answers go to metrics.jsonl. A stage evaluation (before/after a phase) is recorded in the
+        summary with its sampled figure and its sample answers; one during
         GRPO goes to metrics.jsonl only, greedy, and keeps an engine of ours for the next (GRPO's memory holds
         it); outside GRPO an engine of ours is shut down after the evaluation, so SFT never holds one.
         """
@@ -228,10 +239,11 @@ class Run:
             engine = self.engine
             if isinstance(engine, HFEngine) and current is not self.manager.model:  # the trainer's unwrapped model
                 engine = HFEngine(self.manager, model=current)
-            figures = self.evaluator.evaluate(engine, stage, include_sampled=not during_grpo)
-        self.recorder.metrics.write("eval", step, {"stage": stage, **figures})
+            evaluation = self.evaluator.evaluate(engine, stage, include_sampled=not during_grpo)
+        self.recorder.metrics.write("eval", step, {"stage": stage, **evaluation.figures})
+        self.recorder.record_samples(stage, step, evaluation.samples)
         if not during_grpo:
-            self.recorder.record_eval(stage, figures)
+            self.recorder.record_eval(stage, evaluation.figures, evaluation.samples)
             self.engines.release_own()
 
     def train_sft(self, resume: bool) -> None:

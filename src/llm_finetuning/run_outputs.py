@@ -1,10 +1,11 @@
-"""What a run leaves behind: ``summary.json``, ``metrics.jsonl``, ``run_state.json``, the plot and the table.
+"""What a run leaves behind: ``summary.json``, ``metrics.jsonl``, ``run_state.json``, the plot, table and report.
 
 ``RunRecorder`` keeps the summary as the run goes and rewrites ``summary.json`` atomically after every stage,
 so an interrupted run still shows what it measured, and ``--resume`` carries the evaluations of finished
-phases into the final summary. ``MetricsWriter`` appends every trainer log and evaluation to
-``metrics.jsonl``; ``RunState`` records which phases finished. ``RunRecorder.start`` is the one place that
-decides what a fresh run clears and what a resumed run keeps.
+phases into the final summary. ``MetricsWriter`` appends every trainer log, evaluation and sample answer to
+``metrics.jsonl``; ``RunState`` records which phases finished. At the end (complete or stopped) the recorder
+draws ``plots/training.png``; ``report.py`` then makes ``report.html`` of the summary and the plot.
+``RunRecorder.start`` is the one place that decides what a fresh run clears and what a resumed run keeps.
 
 In a multi-process run every rank keeps the same summary in memory (evaluations are gathered to all ranks)
 and takes the same decisions from it, but only the writer — the main process — touches the files.
@@ -45,6 +46,8 @@ class RunRecorder:
         self.state = RunState(output_dir, writes=writes)
         self.summary: dict[str, Any] = {
             "eval": {key: previous.get("eval", {}).get(key) for key in EVAL_KEYS},
+            # the greedy answers to the first evaluation.sample_answers problems, per stage
+            "samples": {key: (previous.get("samples") or {}).get(key) for key in EVAL_KEYS},
             "phases": {
                 phase: previous.get("phases", {}).get(phase) or {"steps": 0, "seconds": 0.0}
                 for phase in ("sft", "grpo")
@@ -81,9 +84,18 @@ class RunRecorder:
         self.summary.update(values)
         self._write()
 
-    def record_eval(self, key: str, figures: dict[str, Any]) -> None:
+    def record_eval(self, key: str, figures: dict[str, Any], samples: list[dict[str, Any]] | None = None,
+                    ) -> None:  # fmt: skip
         self.summary["eval"][key] = figures
+        self.summary["samples"][key] = samples
         self._write()
+
+    def record_samples(self, stage: str, step: int, samples: list[dict[str, Any]]) -> None:
+        """One metrics.jsonl record per sample answer (phase ``sample``), its rewards as ``rewards/<name>``."""
+        for sample in samples:
+            rewards = {f"rewards/{name}": value for name, value in sample["rewards"].items()}
+            fields = {key: value for key, value in sample.items() if key != "rewards"}
+            self.metrics.write("sample", step, {"stage": stage, **fields, **rewards})
 
     def record_phase(self, phase: str, result: Any) -> None:
         """A finished phase's steps and seconds (a ``training.phase.PhaseResult``), where it resumed from, the
@@ -174,16 +186,27 @@ class RunState:
             write_json_atomic(self.path, {})
 
 
+def table_rows(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The before/after table's rows: a label and one cell per stage (``EVAL_KEYS``); the console and the report
+    print the same cells."""
+    evals = summary["eval"]
+    return [(label, [_cell(evals.get(stage), key) for stage in EVAL_KEYS]) for label, key in TABLE_ROWS]
+
+
+STAGE_NAMES = {"before_sft": "before SFT", "after_sft": "after SFT", "after_grpo": "after GRPO"}
+
+
+def held_out_count(summary: dict[str, Any]) -> int:
+    return next((e["n"] for e in summary["eval"].values() if e), 0)
+
+
 def format_table(summary: dict[str, Any]) -> str:
     """The before/after table printed at the end of a run."""
-    evals = summary["eval"]
-    header = f"{'':<28}{'before SFT':>12}{'after SFT':>12}{'after GRPO':>12}"
+    header = f"{'':<28}" + "".join(f"{STAGE_NAMES[stage]:>12}" for stage in EVAL_KEYS)
     lines = [header, "-" * len(header)]
-    for label, key in TABLE_ROWS:
-        cells = [_cell(evals.get(stage), key) for stage in EVAL_KEYS]
+    for label, cells in table_rows(summary):
         lines.append(f"{label:<28}" + "".join(f"{cell:>12}" for cell in cells))
-    n = next((e["n"] for e in evals.values() if e), 0)
-    lines.append(f"(held-out problems: {n}; adapter: {summary.get('save_path')})")
+    lines.append(f"(held-out problems: {held_out_count(summary)}; adapter: {summary.get('save_path')})")
     return "\n".join(lines)
 
 

@@ -59,6 +59,11 @@ class EvaluationConfig:
     max_new_tokens: int | None = option(None, "null = GRPO's max_completion_length")
     batch_size: int = option(32, "prompts per generate() call (hf engine; vLLM schedules its own batches)")
     eval_before_sft: bool = option(True, "also score the untouched base model")
+    sample_answers: int = option(
+        3,
+        "held-out problems whose greedy answers every evaluation shows (console), records (metrics.jsonl, "
+        "summary.json) and report.html puts side by side; the same problems each time; 0 = none",
+    )
     engine: Literal["auto", "hf", "vllm"] = option(
         "auto",
         "what generates: hf = model.generate; vllm = a vLLM engine fed the training weights (Unsloth's own "
@@ -70,6 +75,7 @@ class EvaluationConfig:
         require(self.num_samples > 0, "num_samples", f"must be > 0 (got {self.num_samples})")
         require(self.sampled_k >= 1, "sampled_k", f"must be >= 1 (got {self.sampled_k})")
         require(self.batch_size > 0, "batch_size", f"must be > 0 (got {self.batch_size})")
+        require(self.sample_answers >= 0, "sample_answers", f"must be >= 0 (got {self.sample_answers})")
 
 
 @dataclass

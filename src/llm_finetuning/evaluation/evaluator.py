@@ -1,9 +1,12 @@
 """Evaluate a model on held-out problems: greedy for format and answer accuracy, k samples for avg@k.
 
 Used before SFT, after SFT (= GRPO step 0), every ``eval_steps`` during GRPO, and after GRPO, always on the
-same problems so the numbers compare. Generation goes through the manager's engine (``evaluation.engine``:
-hf, vllm or Unsloth's); samples are drawn from ``seed`` in their own random stream, so an evaluation never
-moves training's random state and every stage is scored on the same draws. Scoring is
+same problems so the numbers compare. Each evaluation shows one progress view (``progress.py``) and the greedy
+answers to the first ``evaluation.sample_answers`` problems (the same problems every time, taken from the
+completions the evaluation generates anyway), so a person sees what the model writes change. Generation
+goes through the manager's engine (``evaluation.engine``: hf, vllm or Unsloth's); samples are drawn from
+``seed`` in their own random stream, so an evaluation never moves training's random state and every stage is
+scored on the same draws. Scoring is
 ``scoring.score_problems`` / ``scoring.figures``; the ``evaluate`` tool calls the same ``Evaluator`` (``score``
 for the per-problem rows it writes). In a multi-process
 run the ranks share the generation by whole batches (``sharding.generate_sharded``) and all score the gathered
@@ -18,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import PipelineConfig
-from ..distributed import is_main_process
 from ..generation import SamplingSettings, generation_budget
+from ..generation.settings import Progress
+from ..progress import ProgressView, log_samples
 from .judge import CompletionJudge
-from .scoring import figures, score_problems
-from .sharding import generate_sharded
+from .scoring import figures, sample_answers, score_problems
+from .sharding import generate_sharded, own_share
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +34,14 @@ logger = logging.getLogger(__name__)
 # answer accuracy of the k samples as sampled_answer_accuracy (avg@k).
 RECORDED = ("n", "format_accuracy", "answer_accuracy", "sampled_answer_accuracy", "reasoning_present",
             "avg_reasoning_length", "avg_total_reward")
+
+
+@dataclass
+class Evaluation:
+    """One evaluation: its recorded figures (``RECORDED``) and sample answers (``scoring.sample_answers``)."""
+
+    figures: dict[str, Any]
+    samples: list[dict[str, Any]]
 
 
 @dataclass
@@ -41,6 +53,7 @@ class Evaluator:
     greedy: SamplingSettings
     sampled: SamplingSettings | None = None  # None = no sampled accuracy (reported as None)
     batch_size: int = 32
+    shown: int = 0  # problems whose greedy answers every evaluation shows and records
 
     @classmethod
     def from_config(cls, config: PipelineConfig, problems: Any, judge: CompletionJudge,
@@ -61,35 +74,57 @@ class Evaluator:
             SamplingSettings.from_config(config, num_samples=sampled_k or evaluation.sampled_k,
                                          max_new_tokens=budget, seed=config.seed),
             batch_size=evaluation.batch_size,
+            shown=evaluation.sample_answers,
         )
 
-    def evaluate(self, engine: Any, label: str, *, include_sampled: bool = True) -> dict[str, Any]:
-        """The recorded figures of the model ``engine`` (``generation.engines``) generates with."""
+    def evaluate(self, engine: Any, label: str, *, include_sampled: bool = True) -> Evaluation:
+        """The recorded figures and sample answers of the model ``engine`` (``generation.engines``) runs."""
         started = time.perf_counter()
-        greedy = figures(self.score(engine, label))
-        sampled_accuracy = None  # periodic GRPO evaluations draw no samples: not a copy of the greedy figure
-        if include_sampled and self.sampled is not None:
-            sampled_accuracy = figures(self.score(engine, f"{label} (sampled)", sampled=True))["answer_accuracy"]
-        result = {key: greedy.get(key) for key in RECORDED} | {"sampled_answer_accuracy": sampled_accuracy}
+        sampled = include_sampled and self.sampled is not None  # periodic GRPO evaluations draw no samples
+        total = self.completions(self.greedy) + (self.completions(self.sampled) if sampled else 0)
+        with ProgressView(f"eval {label}", total, unit="completion") as view:
+            rows = self.score(engine, label, progress=view.advance)
+            greedy = figures(rows)
+            sampled_accuracy = None  # not a copy of the greedy figure when no samples are drawn
+            if sampled:
+                sampled_rows = self.score(engine, label, sampled=True, progress=view.advance)
+                sampled_accuracy = figures(sampled_rows)["answer_accuracy"]
+            result = {key: greedy.get(key) for key in RECORDED} | {"sampled_answer_accuracy": sampled_accuracy}
+            view.close(result=f"answer {result['answer_accuracy']:.3f}")
         logger.info(
             "eval %s: n=%d format %.3f answer %.3f sampled %s reward %.2f (%.1fs, %s engine)",
             label, result["n"], result["format_accuracy"], result["answer_accuracy"],
             "-" if sampled_accuracy is None else f"{sampled_accuracy:.3f}", result["avg_total_reward"],
             time.perf_counter() - started, engine.name,
         )
-        return result
+        samples = sample_answers(rows, self.shown)
+        log_samples(samples)
+        return Evaluation(result, samples)
 
-    def score(self, engine: Any, label: str, *, sampled: bool = False) -> list[dict[str, Any]]:
-        """One scored row per problem (``scoring.score_problems``): greedy, or the ``sampled`` settings' samples."""
+    def completions(self, sampling: SamplingSettings) -> int:
+        """How many completions this process generates for the problems at ``sampling`` (its share)."""
+        from transformers.integrations import is_deepspeed_zero3_enabled
+
+        prompts = own_share(len(self.problems), self.batch_size, is_deepspeed_zero3_enabled())
+        return prompts * sampling.per_prompt
+
+    def score(self, engine: Any, label: str, *, sampled: bool = False,
+              progress: Progress | None = None) -> list[dict[str, Any]]:  # fmt: skip
+        """One scored row per problem (``scoring.score_problems``): greedy, or the ``sampled`` settings'.
+
+        ``progress`` is told of the completions as they come; without it the call shows its own view.
+        """
         from transformers.integrations import is_deepspeed_zero3_enabled
 
         sampling = self.sampled if sampled else self.greedy
         if sampling is None:
             raise ValueError("Evaluator.score(sampled=True): this evaluator draws no samples")
+        if progress is None:
+            with ProgressView(label, self.completions(sampling), unit="completion") as view:
+                return self.score(engine, label, sampled=sampled, progress=view.advance)
 
         def generate(prompts: list[Any]) -> list[Any]:
-            return engine.generate(prompts, sampling, batch_size=self.batch_size, progress=is_main_process(),
-                                   description=f"eval {label}")
+            return engine.generate(prompts, sampling, batch_size=self.batch_size, progress=progress)
 
         prompts = [row["prompt"] for row in self.problems]
         # under ZeRO-3 transformers generates in lockstep across ranks (synced_gpus): equal batch counts

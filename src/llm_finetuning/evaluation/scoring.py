@@ -83,6 +83,26 @@ def figures(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
+def sample_answers(results: Sequence[dict[str, Any]], count: int) -> list[dict[str, Any]]:
+    """The first completion of the first ``count`` scored problems, as a person reads it: the question, what
+    the model wrote, the answer extracted from it, the gold answer, right or wrong, and each reward."""
+    return [
+        {
+            "index": result["index"],
+            "question": result["prompt"],
+            "gold": result["gold"],
+            "completion": result["completions"][0],
+            "answer": result["extracted_answers"][0],
+            "correct": result["correct"][0],
+            "formatted": result["formatted"][0],
+            "num_tokens": result["num_tokens"][0],
+            "total_reward": result["total_reward"][0] if result["total_reward"] else 0.0,  # no rewards: 0
+            "rewards": {name: scores[0] for name, scores in result["rewards"].items()},
+        }
+        for result in results[:count]
+    ]
+
+
 def breakdowns(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     """The figures per value of each breakdown column the results carry (e.g. per subject, per level)."""
     tables: dict[str, dict[str, dict[str, Any]]] = {}

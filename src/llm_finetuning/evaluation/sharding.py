@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from ..distributed import gather_objects, rank, world_size
 
-__all__ = ["generate_sharded", "shard_batches"]
+__all__ = ["generate_sharded", "own_share", "shard_batches"]
 
 P = TypeVar("P")
 Groups = list[list[Any]]  # per prompt, its completions
@@ -41,6 +41,13 @@ def shard_batches(count: int, batch_size: int, ranks: int, lockstep: bool = Fals
         most = max(len(share) for share in shares)
         shares = [share + [(share or batches)[0]] * (most - len(share)) for share in shares]
     return shares
+
+
+def own_share(count: int, batch_size: int, lockstep: bool = False) -> int:
+    """How many of ``count`` prompts this rank generates (all of them in a single process)."""
+    if world_size() == 1:
+        return count
+    return sum(len(batch) for batch in shard_batches(count, batch_size, world_size(), lockstep)[rank()])
 
 
 def generate_sharded(

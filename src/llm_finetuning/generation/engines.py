@@ -26,7 +26,7 @@ from ..errors import ModelError
 from ..model import Backend
 from ..model.hardware import on_cuda, vllm_problem
 from .hf import generate_detailed
-from .settings import Completion, Conversation, SamplingSettings
+from .settings import Completion, Conversation, Progress, SamplingSettings
 from .vllm import UnslothEngine, VLLMEngine
 
 __all__ = ["ENGINES", "EngineChoice", "GenerationEngine", "HFEngine", "choose_engine", "get_engine", "open_engine"]
@@ -49,9 +49,10 @@ class GenerationEngine(Protocol):
 
     def generate(
         self, prompts: Sequence[Conversation | str], sampling: SamplingSettings, *, batch_size: int = 32,
-        progress: bool = False, description: str = "generating",
+        progress: Progress | None = None,
     ) -> list[list[Completion]]:
-        """``sampling.per_prompt`` completions for each prompt, in prompt order."""
+        """``sampling.per_prompt`` completions for each prompt, in prompt order; ``progress`` is told how many
+        completions are done as they finish (a ``progress.ProgressView``'s ``advance``)."""
 
 
 class HFEngine:
@@ -65,11 +66,11 @@ class HFEngine:
 
     def generate(
         self, prompts: Sequence[Conversation | str], sampling: SamplingSettings, *, batch_size: int = 32,
-        progress: bool = False, description: str = "generating",
+        progress: Progress | None = None,
     ) -> list[list[Completion]]:
         model = self.manager.model if self.model is None else self.model
-        return generate_detailed(model, self.manager.tokenizer, prompts, sampling,
-                                 batch_size=batch_size, progress=progress, description=description)  # fmt: skip
+        return generate_detailed(model, self.manager.tokenizer, prompts, sampling, batch_size=batch_size,
+                                 progress=progress)  # fmt: skip
 
 
 ENGINES: dict[str, type] = {"hf": HFEngine, "vllm": VLLMEngine, "unsloth": UnslothEngine}

@@ -14,9 +14,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
-from .settings import Completion, Conversation, SamplingSettings
+from .settings import Completion, Conversation, Progress, SamplingSettings
 
 
 def generate_kwargs(sampling: SamplingSettings) -> dict[str, Any]:
@@ -51,13 +50,11 @@ def generate_completions(
     sampling: SamplingSettings,
     *,
     batch_size: int = 32,
-    progress: bool = False,
-    description: str = "generating",
+    progress: Progress | None = None,
 ) -> list[list[str]]:
     """``sampling.per_prompt`` completion texts for each prompt, in prompt order."""
-    detailed = generate_detailed(
-        model, tokenizer, prompts, sampling, batch_size=batch_size, progress=progress, description=description
-    )
+    detailed = generate_detailed(model, tokenizer, prompts, sampling, batch_size=batch_size,
+                                 progress=progress)  # fmt: skip
     return [[completion.text for completion in group] for group in detailed]
 
 
@@ -69,10 +66,10 @@ def generate_detailed(
     sampling: SamplingSettings,
     *,
     batch_size: int = 32,
-    progress: bool = False,
-    description: str = "generating",
+    progress: Progress | None = None,
 ) -> list[list[Completion]]:
-    """Like ``generate_completions`` but with token counts and whether each completion finished."""
+    """Like ``generate_completions`` but with token counts and whether each completion finished; ``progress``
+    is told the completions of each batch as it finishes."""
     texts = render_prompts(tokenizer, prompts)
     was_training = model.training
     model.eval()
@@ -80,10 +77,12 @@ def generate_detailed(
     tokenizer.padding_side = "left"
     results: list[list[Completion]] = []
     try:
-        batches = range(0, len(texts), batch_size)
         with _seeded(sampling):
-            for start in tqdm(batches, desc=description, disable=not progress, leave=False):
-                results.extend(_generate_batch(model, tokenizer, texts[start : start + batch_size], sampling))
+            for start in range(0, len(texts), batch_size):
+                batch = _generate_batch(model, tokenizer, texts[start : start + batch_size], sampling)
+                results.extend(batch)
+                if progress is not None:
+                    progress(sum(len(group) for group in batch))
     finally:
         tokenizer.padding_side = padding_side
         if was_training:

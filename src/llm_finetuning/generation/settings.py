@@ -14,11 +14,13 @@ settings (GRPO, sampled evaluation, ``debug_grpo.py`` and ``evaluate --k`` all s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..config import PipelineConfig
 
 Conversation = list[dict[str, str]]
+Progress = Callable[[int], None]  # told how many more completions are done (a progress view's ``advance``)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .hf import render_prompts
-from .settings import Completion, Conversation, SamplingSettings
+from .settings import Completion, Conversation, Progress, SamplingSettings
 
 __all__ = ["UnslothEngine", "VLLMEngine", "sampling_arguments"]
 
@@ -42,7 +42,7 @@ class VLLMEngine:
 
     def generate(
         self, prompts: Sequence[Conversation | str], sampling: SamplingSettings, *, batch_size: int = 32,
-        progress: bool = False, description: str = "generating",
+        progress: Progress | None = None,
     ) -> list[list[Completion]]:
         """``sampling.per_prompt`` completions per prompt; vLLM schedules its own batches (``batch_size`` unused)."""
         from vllm import SamplingParams
@@ -56,13 +56,15 @@ class VLLMEngine:
                 seed = None if sampling.seed is None else sampling.seed + index * per_prompt + sample
                 requests.append({"prompt_token_ids": prompt_ids})
                 params.append(SamplingParams(**sampling_arguments(sampling, tokenizer.eos_token_id, seed)))
-        outputs = self._run(requests, params, progress)
+        outputs = self._run(requests, params)
+        if progress is not None:
+            progress(len(outputs))  # vLLM schedules every request at once: one report at the end
         completions = [_completion(output.outputs[0], tokenizer) for output in outputs]
         return [completions[i : i + per_prompt] for i in range(0, len(completions), per_prompt)]
 
-    def _run(self, requests: list[dict], params: list[Any], progress: bool) -> list[Any]:
+    def _run(self, requests: list[dict], params: list[Any]) -> list[Any]:
         with self.engines.ready(self.manager.model, str(self.manager.base_path)) as llm:
-            return llm.generate(requests, params, use_tqdm=progress)
+            return llm.generate(requests, params, use_tqdm=False)
 
 
 class UnslothEngine(VLLMEngine):
@@ -72,13 +74,13 @@ class UnslothEngine(VLLMEngine):
 
     name = "unsloth"
 
-    def _run(self, requests: list[dict], params: list[Any], progress: bool) -> list[Any]:
+    def _run(self, requests: list[dict], params: list[Any]) -> list[Any]:
         model = self.manager.model
         lora = None
         if hasattr(model, "load_lora") and hasattr(model, "peft_config"):
             lora_dir = Path(self.manager.config.output_dir) / "vllm_lora"  # Unsloth writes adapter_config.json there
             lora = model.load_lora(str(lora_dir), load_tensors=True)
-        return model.fast_generate(requests, sampling_params=params, lora_request=lora, use_tqdm=progress)
+        return model.fast_generate(requests, sampling_params=params, lora_request=lora, use_tqdm=False)
 
 
 def _completion(output: Any, tokenizer: Any) -> Completion:

@@ -17,7 +17,8 @@ from typing import Any
 from ..config import PipelineConfig
 from ..errors import ModelError
 
-__all__ = ["LoadedModel", "add_engine_argument", "config_from", "default_adapter", "load_model"]
+__all__ = ["LoadedModel", "add_engine_argument", "config_from", "default_adapter", "load_model",
+           "prepare_libraries"]  # fmt: skip
 
 
 @dataclass
@@ -48,11 +49,16 @@ def add_engine_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from(args: argparse.Namespace) -> PipelineConfig:
-    """The tool's config: ``--config`` plus every ``--set`` (and ``--engine``), validated."""
+    """The tool's config: ``--config`` plus every ``--set`` (and ``--engine``), validated; the console set up
+    as a run's is (``--verbose``: the libraries' own output too)."""
+    from ..logging_setup import setup_logging
+
     overrides = list(args.overrides)
     if getattr(args, "engine", None):
         overrides.append(f"evaluation.engine={args.engine}")
-    return PipelineConfig.from_yaml(args.config, overrides)
+    config = PipelineConfig.from_yaml(args.config, overrides)
+    setup_logging(config.log_level, verbose=getattr(args, "verbose", False))
+    return config
 
 
 def default_adapter(config: PipelineConfig, prefer_grpo: bool = True) -> Path:
@@ -68,6 +74,18 @@ def default_adapter(config: PipelineConfig, prefer_grpo: bool = True) -> Path:
     )
 
 
+def prepare_libraries(config: PipelineConfig) -> Any:
+    """The config's backend, its libraries imported first (Unsloth before transformers), then the libraries'
+    own progress bars and messages turned off (``--verbose`` keeps them). Call it before data or models load."""
+    from ..logging_setup import quiet_libraries
+    from ..model import choose_backend
+
+    backend = choose_backend(config.model)
+    backend.prepare()
+    quiet_libraries()
+    return backend
+
+
 def load_model(config: PipelineConfig, adapter: str | Path | None, *, generates: bool = False) -> LoadedModel:
     """The model in eval mode: base + ``adapter`` (a LoRA or full save), or the base model alone.
 
@@ -75,13 +93,12 @@ def load_model(config: PipelineConfig, adapter: str | Path | None, *, generates:
     (``model.fast_inference``) is loaded only for a tool that generates on it.
     """
     from ..generation import open_engine
-    from ..model import ModelManager, choose_backend
+    from ..model import ModelManager
     from ..vllm_engine import EngineOwner
 
     engine_wanted = generates and config.evaluation.engine != "hf" and config.model.fast_inference
     config = config.with_overrides([f"model.fast_inference={str(engine_wanted).lower()}"])
-    backend = choose_backend(config.model)
-    backend.prepare()
+    backend = prepare_libraries(config)
     if adapter is not None:
         manager = ModelManager.load_for_inference(config, adapter, backend)
     else:

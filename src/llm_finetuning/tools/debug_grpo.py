@@ -146,6 +146,7 @@ def diagnose(
     """Generate GRPO groups with the trained model and return the report (``prompts``, ``overall``, ``hints``)."""
     from ..evaluation.judge import CompletionJudge
     from ..generation import SamplingSettings, generation_budget, render_prompts
+    from ..progress import ProgressView
     from ..rewards import build_rewards
 
     loaded = common.load_model(config, adapter, generates=True)
@@ -155,12 +156,14 @@ def diagnose(
         k = config.grpo_training.num_generations
         budget = generation_budget(config, computed)
         sampling = SamplingSettings.from_config(config, num_samples=k, max_new_tokens=budget, seed=config.seed)
-        groups = loaded.engine.generate(conversations, sampling, batch_size=config.evaluation.batch_size,
-                                        progress=True, description="sampling groups")  # fmt: skip
+        with ProgressView("sampling groups", len(conversations) * k, unit="completion") as view:
+            groups = loaded.engine.generate(conversations, sampling, batch_size=config.evaluation.batch_size,
+                                            progress=view.advance)  # fmt: skip
         prefilled = render_prompts(tokenizer, conversations[:1])[0].endswith(config.prompt.reasoning_start)
     finally:
         loaded.free()
     judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
+    _show_samples(config.evaluation.sample_answers, judge, conversations, golds, groups)
     tags = _tags(config, prefilled)
     per_prompt = [
         {
@@ -183,6 +186,16 @@ def diagnose(
         "max_new_tokens": sampling.max_new_tokens,
     }
     return {"settings": settings, "prompts": per_prompt, "overall": overall, "hints": hints(overall, ctx)}
+
+
+def _show_samples(count: int, judge: Any, conversations: list[Any], golds: list[str], groups: list[Any]) -> None:
+    """The first completion of the first ``count`` groups, shown as every evaluation shows its answers."""
+    from ..evaluation.scoring import sample_answers, score_problems
+    from ..progress import log_samples
+
+    rows = [{"prompt": prompt, "answer": gold} for prompt, gold in zip(conversations, golds, strict=True)]
+    firsts = [group[:1] for group in groups[:count]]
+    log_samples(sample_answers(score_problems(judge, rows[:count], firsts), count))
 
 
 def _tags(config: PipelineConfig, prefilled: bool) -> list[str]:

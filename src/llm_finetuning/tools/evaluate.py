@@ -112,14 +112,16 @@ def evaluate(
     from ..data.loader import dataset_note
     from ..evaluation.evaluator import Evaluator
     from ..evaluation.judge import CompletionJudge
-    from ..evaluation.scoring import breakdowns, figures
+    from ..evaluation.scoring import breakdowns, figures, sample_answers
     from ..generation import generation_budget
+    from ..progress import log_samples
     from ..rewards import build_rewards
 
     if k < 1:
         raise PipelineError(f"--k must be >= 1 (got {k})")
     output = Path(output_dir or Path("eval_runs") / time.strftime("%Y%m%d-%H%M%S"))
     started = time.perf_counter()
+    common.prepare_libraries(config)  # before the data loads: no library progress bars
     raw = load_raw(config, spec) if spec is not None else None
     judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
     budget = generation_budget(config)
@@ -131,9 +133,10 @@ def evaluate(
             rows, stats = load_problems(config, loaded.manager.tokenizer, raw, spec, budget)
         name = spec.name if spec is not None else config.data.grpo.name
         evaluator = Evaluator.from_config(config, rows, judge, None, limit=len(rows), sampled_k=k)
-        results = evaluator.score(loaded.engine, name, sampled=k > 1)
+        results = evaluator.score(loaded.engine, f"eval {name}", sampled=k > 1)
     finally:
         loaded.free()
+    log_samples(sample_answers(results, config.evaluation.sample_answers))
     metrics = {
         **figures(results),
         "breakdowns": breakdowns(results),
@@ -214,10 +217,7 @@ def dataset_spec(args: argparse.Namespace) -> DatasetSpec | None:
 
 @command(build_parser)
 def main(args: argparse.Namespace) -> int:
-    from ..logging_setup import setup_logging
-
     config = common.config_from(args)
-    setup_logging(config.log_level)
     metrics = evaluate(config, args.adapter, dataset_spec(args), k=args.k, max_samples=args.max_samples,
                        output_dir=args.output_dir)  # fmt: skip
     print(render_table(metrics))

@@ -1,4 +1,5 @@
-"""Trainer callbacks shared by both phases: metrics to JSONL, graceful stop on signals, periodic evaluation.
+"""Trainer callbacks shared by both phases: metrics to JSONL, the progress view, graceful stop on signals,
+periodic evaluation.
 
 A failure inside a logging or evaluation callback is logged and swallowed: losing a metric must never kill
 hours of training. Every callback runs on every rank of a multi-process run; ``MetricsWriter`` writes only on
@@ -11,12 +12,14 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from transformers import TrainerCallback
 
 from ..distributed import any_rank
+from ..logging_setup import libraries_verbose
+from ..progress import ProgressView, metrics_figures
 from ..run_outputs import MetricsWriter
 
 logger = logging.getLogger(__name__)
@@ -44,6 +47,80 @@ class MetricsLogging(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs:
             self.writer.write(self.phase, state.global_step, logs)
+
+
+class TrainingProgress(TrainerCallback):
+    """The phase's progress view (``progress.py``) from the first step to the last, and, in place of the log
+    dicts the trainer prints, a compact metrics line every ``logging_steps`` (the dicts still reach
+    metrics.jsonl and the trackers). ``answer_rewards``: name -> weight of the rewards scoring the answer."""
+
+    def __init__(self, title: str, phase: str, answer_rewards: Mapping[str, float] | None = None) -> None:
+        self.title, self.phase = title, phase
+        self.context: dict[str, Any] = {"answer_rewards": dict(answer_rewards or {})}
+        self.view: ProgressView | None = None
+        self._tokens: tuple[float, float] | None = None  # (time, tokens seen) at the last log
+        self._final: dict[str, Any] = {}
+
+    @staticmethod
+    def take_over(trainer: Any) -> None:
+        """Remove the trainer's own progress bar and log printer (``--verbose`` keeps them)."""
+        from transformers.trainer import DEFAULT_PROGRESS_CALLBACK
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+        if not libraries_verbose():
+            for printer in (DEFAULT_PROGRESS_CALLBACK, ProgressCallback, PrinterCallback):
+                trainer.remove_callback(printer)
+
+    @_never_raise
+    def on_train_begin(self, args, state, control, **kwargs):
+        resumed = f", resuming after step {state.global_step}" if state.global_step else ""
+        logger.info("%s: %d steps%s", self.title, state.max_steps, resumed)
+        self.view = ProgressView(self.title, state.max_steps, initial=state.global_step,
+                                 bar=not libraries_verbose())  # --verbose: the trainer's own bar shows it
+        self._tokens = (time.monotonic(), 0.0) if state.global_step == 0 else None
+
+    @_never_raise
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.view is not None:
+            self.view.advance_to(state.global_step)
+
+    @_never_raise
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or self.view is None:
+            return
+        if "train_runtime" in logs:  # the trainer's closing summary: said when the phase ends
+            self._final = dict(logs)
+            return
+        self.context["tokens_per_second"] = self._tokens_per_second(logs.get("num_tokens"))
+        bar, line = metrics_figures(self.phase, logs, self.context)
+        self.view.show(bar)
+        logger.info("%s %s: %s", self.title, self.view.position(), line)
+
+    @_never_raise
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.view is None:
+            return
+        spent = ProgressView.interval(self.view.elapsed())
+        loss = self._final.get("train_loss")
+        if state.global_step >= state.max_steps:
+            logger.info("%s: %d steps in %s%s", self.title, state.global_step, spent,
+                        "" if loss is None else f" (train loss {loss:.4g})")  # fmt: skip
+        else:
+            logger.info("%s: stopped after step %d of %d (%s)", self.title, state.global_step, state.max_steps,
+                        spent)  # fmt: skip
+        self.close()
+
+    def close(self) -> None:
+        if self.view is not None:
+            self.view.close()
+            self.view = None
+
+    def _tokens_per_second(self, tokens: float | None) -> float | None:
+        now, last = time.monotonic(), self._tokens
+        self._tokens = None if tokens is None else (now, float(tokens))
+        if tokens is None or last is None or now <= last[0]:
+            return None
+        return (float(tokens) - last[1]) / (now - last[0])
 
 
 class GracefulStop(TrainerCallback):

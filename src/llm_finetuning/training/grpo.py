@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 class GRPOPhase(TrainingPhase):
     name = "grpo"
+    title = "GRPO"
     settings_names = GRPO_SETTINGS
 
     def __init__(
@@ -47,6 +48,8 @@ class GRPOPhase(TrainingPhase):
         super().__init__(manager, Path(config.output_dir) / "grpo", metrics, callbacks)
         self.config, self.engines, self.data = config, engines, data
         self.reward_funcs, self.reward_weights = reward_funcs, reward_weights
+        pairs = zip(reward_funcs, reward_weights, strict=True)  # the answer part of the reward, for the console
+        self.answer_rewards = {f.__name__: weight for f, weight in pairs if getattr(f, "needs_answer", False)}
 
     def build_trainer(self) -> Any:
         from trl import GRPOConfig, GRPOTrainer  # after unsloth, when unsloth is the backend

@@ -1,9 +1,10 @@
 """What SFT and GRPO share: build a TRL trainer, train (resuming if asked), stop cleanly on signals.
 
-A phase subclass only says how to build its trainer; everything else — checkpoint markers, metrics, signal
-handling, resume from the newest complete checkpoint, dropping the trainer afterwards so its optimizer
-and dataloaders can be freed — happens here, once. In a multi-process run every rank runs the phase; at its
-end each rank reports a checksum of its weights, so a run can show its replicas stayed identical.
+A phase subclass only says how to build its trainer; everything else — checkpoint markers, metrics, the
+progress view in place of the trainer's own bar and printed logs, signal handling, resume from the newest
+complete checkpoint, dropping the trainer afterwards so its optimizer and dataloaders can be freed — happens
+here, once. In a multi-process run every rank runs the phase; at its end each rank reports a checksum of its
+weights, so a run can show its replicas stayed identical.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..model import ModelManager
 from ..model.hardware import free_memory
 from . import trl_compat
 from .arguments import trainer_settings
-from .callbacks import GracefulStop, MetricsLogging, MetricsWriter
+from .callbacks import GracefulStop, MetricsLogging, MetricsWriter, TrainingProgress
 from .checkpoints import CheckpointMarker, latest_complete_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class TrainingPhase(ABC):
     """One training phase over the manager's model (the model outlives the phase; the trainer does not)."""
 
     name = "phase"
+    title = "phase"  # what the console calls it
     settings_names: tuple[str, ...] = ()  # the trainer arguments recorded in the summary
 
     def __init__(self, manager: ModelManager, output_dir: Path, metrics: MetricsWriter | None,
@@ -55,6 +57,7 @@ class TrainingPhase(ABC):
         self.callbacks = list(callbacks or [])
         self.trainer_ref: weakref.ref | None = None
         self.argument_overrides: dict[str, Any] = {}  # applied last to the TRL arguments (the preflight's probe)
+        self.answer_rewards: dict[str, float] = {}  # name -> weight of the rewards that score the answer
 
     @abstractmethod
     def build_trainer(self) -> Any:
@@ -67,7 +70,10 @@ class TrainingPhase(ABC):
         settings = trainer_settings(trainer, self.settings_names)
         self.trainer_ref = weakref.ref(trainer)
         stop = GracefulStop()
-        for callback in (CheckpointMarker(), MetricsLogging(self.metrics, self.name), stop, *self.callbacks):
+        progress = TrainingProgress(self.title, self.name, self.answer_rewards)
+        TrainingProgress.take_over(trainer)
+        for callback in (CheckpointMarker(), MetricsLogging(self.metrics, self.name), stop, progress,
+                         *self.callbacks):  # fmt: skip
             trainer.add_callback(callback)
         checkpoint = self._checkpoint_to_resume(resume)
         started = time.perf_counter()
@@ -76,6 +82,7 @@ class TrainingPhase(ABC):
             trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         finally:
             stop.restore()
+            progress.close()
         steps = trainer.state.global_step
         checksums = gather_objects(weights_checksum(self.manager.model)) if world_size() > 1 else None
         checksums = checksums if checksums and None not in checksums else None  # ZeRO-3: no replicas to compare

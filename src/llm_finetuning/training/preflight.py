@@ -34,6 +34,7 @@ from ..model import ModelManager
 from ..model.hardware import free_memory, on_cuda
 from ..vllm_engine import EngineOwner
 from . import trl_compat
+from .callbacks import TrainingProgress
 from .phase import release
 
 __all__ = ["PreflightStep", "grpo_lengths", "longest_rows", "run_preflight", "sft_lengths"]
@@ -125,6 +126,7 @@ def _grpo_probe(config: PipelineConfig, manager: ModelManager, engines: EngineOw
 def _train_once(phase: Any) -> dict[str, float]:
     trl_compat.install()
     trainer = phase.build_trainer()
+    TrainingProgress.take_over(trainer)  # a probe step prints no bar and no log line
     try:
         trainer.train()
         return {key: value for record in trainer.state.log_history for key, value in record.items()

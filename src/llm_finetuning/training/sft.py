@@ -18,6 +18,7 @@ from .phase import TrainingPhase
 
 class SFTPhase(TrainingPhase):
     name = "sft"
+    title = "SFT"
     settings_names = SFT_SETTINGS
 
     def __init__(self, config: PipelineConfig, manager: ModelManager, train_dataset: Any,
