@@ -69,13 +69,11 @@ def test_asking_for_the_correction_where_it_would_zero_every_completion_is_one_l
 
 @pytest.fixture
 def cuda_with_vllm(monkeypatch):
-    import importlib.util
+    from llm_finetuning.model import hf_backend
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: real_find_spec("json") if name == "vllm" else real_find_spec(name, *a))
+    monkeypatch.setattr(hf_backend, "vllm_problem", lambda: None)  # vLLM's CUDA build loads
 
 
 @pytest.mark.usefixtures("cuda_with_vllm")
@@ -108,6 +106,8 @@ def test_trls_engine_is_started_reporting_the_mode_the_rule_chose(monkeypatch):
             trl_generation.LLM(model="m", logprobs_mode="processed_logprobs")  # as TRL's VLLMGeneration calls it
     assert [arguments["logprobs_mode"] for arguments in built] == ["raw_logprobs", "processed_logprobs"]
     assert built[0]["model"] == "m"
+    eager = [arguments.get("enforce_eager") for arguments in built]
+    assert eager == ([None, None] if torch.cuda.is_available() else [True, True])  # a CPU: eager, as ours is
 
 
 def test_trl_still_starts_its_engine_with_a_logprobs_mode_keyword():

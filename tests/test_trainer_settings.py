@@ -43,7 +43,18 @@ def cuda(monkeypatch):
 
 @pytest.fixture
 def cpu(monkeypatch):
+    """A CPU machine without bf16 arithmetic; ``cpu_with_bf16`` for one that has it."""
+    from llm_finetuning.model import hardware
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(hardware, "cpu_computes_bf16", lambda: False)
+
+
+@pytest.fixture
+def cpu_with_bf16(monkeypatch, cpu):
+    from llm_finetuning.model import hardware
+
+    monkeypatch.setattr(hardware, "cpu_computes_bf16", lambda: True)
 
 
 def grpo_section(**values):
@@ -82,6 +93,7 @@ def test_cispo_with_an_epsilon_high_below_one_is_refused():
     assert grpo_section(loss_type="cispo", epsilon_high=6.0).epsilon_high == 6.0
 
 
+@pytest.mark.usefixtures("cpu")
 @pytest.mark.usefixtures("cpu")
 def test_grpo_arguments_on_a_cpu_pass_every_resolved_setting(tmp_path):
     config = PipelineConfig.from_dict({"grpo_training": {"num_generations": 2, "loss_type": "cispo"},
@@ -144,10 +156,34 @@ def test_precision_on_cuda_follows_one_rule(cuda, dtype, lora, bf16_gpu, weights
     assert (mixed_precision(model)["bf16"], mixed_precision(model)["fp16"]) == flags
 
 
-@pytest.mark.usefixtures("cpu")
-def test_a_cpu_trains_fp32_without_autocast():
-    assert mixed_precision(ModelConfig(dtype="auto")) == {"bf16": False, "fp16": False}
-    assert resolve_dtype(ModelConfig(dtype="auto")) == torch.float32
+@pytest.mark.parametrize(
+    ("dtype", "lora", "bf16_cpu", "weights", "autocast", "reason"),
+    [
+        ("auto", True, True, torch.bfloat16, True, "auto: this CPU computes bf16 natively; LoRA trains on bf16"),
+        ("auto", True, False, torch.float32, False, "auto: this CPU has no native bf16 arithmetic, so fp32"),
+        ("auto", False, True, torch.float32, False, "auto: full fine-tuning on a CPU keeps fp32 weights"),
+        ("float32", True, True, torch.float32, False, "model.dtype: float32 was asked for"),  # the tiny demo's
+        ("bfloat16", True, False, torch.bfloat16, True, "model.dtype: bfloat16 was asked for"),
+        ("bfloat16", False, True, torch.bfloat16, False, "model.dtype: bfloat16 was asked for"),
+    ],
+)
+def test_the_cpu_precision_rule(monkeypatch, cpu, dtype, lora, bf16_cpu, weights, autocast, reason):
+    from llm_finetuning.model import hardware
+
+    monkeypatch.setattr(hardware, "cpu_computes_bf16", lambda: bf16_cpu)
+    model = ModelConfig(dtype=dtype, lora=ModelConfig().lora if lora else None)
+    assert resolve_dtype(model) == weights
+    assert mixed_precision(model) == {"bf16": autocast, "fp16": False}
+    record = hardware.precision_record(model)
+    assert (record["weights"], record["autocast"]) == (str(weights).removeprefix("torch."), "bf16" if autocast else None)
+    assert record["reason"].startswith(reason)
+
+
+@pytest.mark.usefixtures("cpu_with_bf16")
+def test_the_unsloth_backend_gets_the_same_dtype_as_hf_not_its_own_choice():
+    from llm_finetuning.model.unsloth_backend import _unsloth_dtype
+
+    assert _unsloth_dtype(ModelConfig(dtype="auto")) == torch.bfloat16 == resolve_dtype(ModelConfig(dtype="auto"))
 
 
 def _unsloth_engine_config(*overrides: str) -> PipelineConfig:

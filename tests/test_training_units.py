@@ -103,7 +103,10 @@ def test_trl_arguments_follow_the_config_on_cpu(tmp_path):
 def test_cpu_runs_fp32_without_checkpointing_or_vllm(tmp_path, monkeypatch):
     import torch
 
+    from llm_finetuning.model import hardware
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a CPU machine, also on a GPU host
+    monkeypatch.setattr(hardware, "cpu_computes_bf16", lambda: False)  # without bf16 arithmetic
     config = PipelineConfig()
     args = sft_arguments(config, tmp_path, get_backend("hf"))
     assert args["bf16"] is False and args["fp16"] is False

@@ -45,7 +45,7 @@ from .evaluation.judge import CompletionJudge
 from .generation.engines import HFEngine, open_engine
 from .logging_setup import quiet_libraries, setup_logging
 from .model import Backend, ModelManager, choose_backend
-from .model.hardware import free_memory, on_cuda
+from .model.hardware import free_memory, on_cuda, precision_record
 from .model.sources import base_model_path
 from .report import write_report
 from .rewards import build_rewards
@@ -187,9 +187,14 @@ class Run:
         backend = self.manager.backend
         if (engine := backend.model_engine(self.manager.model)) is not None:
             self.engines.adopt(engine, "unsloth")  # built with the model (fast_inference)
-        sampling_correction = importance_sampling(self.config, backend.rollouts(self.config))
-        self.recorder.set(backend=backend.name, backend_reason=backend.reason,
-                          importance_sampling=sampling_correction.record())  # fmt: skip
+        rollouts, why = backend.choose_rollouts(self.config)
+        precision = precision_record(self.config.model)
+        logger.info("precision: %s weights, %s autocast (%s)", precision["weights"], precision["autocast"] or "no",
+                    precision["reason"])  # fmt: skip
+        logger.info("GRPO rollouts: %s (%s)", rollouts, why)
+        self.recorder.set(backend=backend.name, backend_reason=backend.reason, precision=precision,
+                          rollouts={"engine": rollouts, "reason": why},
+                          importance_sampling=importance_sampling(self.config, rollouts).record())  # fmt: skip
         if self.deepspeed_config is not None:  # did ZeRO-3 partition the weights as they loaded?
             self.recorder.summary["processes"]["weights_partitioned"] = is_partitioned(self.manager.model)
 

@@ -55,6 +55,8 @@ class RunRecorder:
             "save_path": previous.get("save_path"),
             "backend": None,
             "backend_reason": None,
+            "precision": None,  # the weights' dtype and the autocast training used, and why
+            "rollouts": None,  # what GRPO generated its completions with, and why
             "importance_sampling": None,  # GRPO's correction for the vLLM engine's probabilities, and why
             "processes": previous.get("processes"),  # num_processes, launcher, zero_stage: set when the run starts
             "device": device_description(),

@@ -7,10 +7,10 @@
 | ``unsloth`` | the engine Unsloth built at load (``model.fast_generate``) | shared with the model; LoRA through ``model.load_lora`` |
 
 ``evaluation.engine`` (and the tools' ``--engine``) is ``auto``, ``hf`` or ``vllm``. ``auto`` takes the engine
-the model already has (Unsloth's), else the engine GRPO's rollouts will use anyway, else vLLM on a CUDA GPU
-where it loads, else hf. On a CPU ``auto`` stays with hf: vLLM's first start in a process (about 20 s there,
-its import included) costs more than it saves on evaluation-sized workloads, so ``vllm`` is opt-in. Asking for ``vllm`` on a model that carries
-Unsloth's engine uses that engine: never a second one on the same GPU.
+the model already has (Unsloth's), else the engine GRPO's rollouts will use anyway, else vLLM where it loads
+and pays off (``hardware.vllm_pays_off``: on a CUDA GPU; on a CPU for a model of 50M parameters or more, where
+its start, about 8 s, 20 s with vLLM's import, costs less than it saves), else hf. Asking for ``vllm`` on a
+model that carries Unsloth's engine uses that engine: never a second one on the same GPU.
 
     >>> engine, reason = open_engine("auto", manager, EngineOwner(config))                # doctest: +SKIP
     >>> engine.generate([conversation], SamplingSettings(greedy=True, max_new_tokens=32))  # doctest: +SKIP
@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 
 from ..errors import ModelError
 from ..model import Backend
-from ..model.hardware import on_cuda, vllm_problem
+from ..model.hardware import vllm_pays_off, vllm_problem
 from .hf import generate_detailed
 from .settings import Completion, Conversation, Progress, SamplingSettings
 from .vllm import UnslothEngine, VLLMEngine
@@ -35,11 +35,6 @@ logger = logging.getLogger(__name__)
 
 EngineChoice = Literal["auto", "hf", "vllm"]
 
-CPU_OPT_IN = (
-    "on a CPU vLLM's engine start (about 20 s with its import) costs more than it saves on evaluation-sized "
-    "workloads; "
-    "evaluation.engine: vllm (--engine vllm) uses it"
-)
 
 
 class GenerationEngine(Protocol):
@@ -112,11 +107,16 @@ def choose_engine(
         return "hf", f"auto: {problem}"
     if rollouts_use_vllm:
         return "vllm", "auto: GRPO generates with vLLM here, so evaluation shares its engine"
-    if not on_cuda():
-        return "hf", f"auto: {CPU_OPT_IN}"
     if refusal:
         return "hf", f"auto: {refusal}"
-    return "vllm", "auto: vLLM loads on this CUDA machine"
+    worth, why = vllm_pays_off(_parameters(model))
+    return ("vllm" if worth else "hf"), f"auto: {why}"
+
+
+def _parameters(model: Any) -> int | None:
+    """The loaded model's parameter count (what decides whether vLLM pays off on a CPU)."""
+    parameters = getattr(model, "parameters", None)
+    return sum(p.numel() for p in parameters()) if callable(parameters) else None
 
 
 def open_engine(choice: str, manager: Any, engines: Any, *, rollouts_use_vllm: bool = False) -> tuple[Any, str]:

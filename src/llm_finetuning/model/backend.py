@@ -96,8 +96,11 @@ class Backend(ABC):
         """Refuse a built trainer that is not the one this backend trains with."""
 
     @abstractmethod
+    def choose_rollouts(self, config: PipelineConfig) -> tuple[Rollouts, str]:
+        """What GRPO generates its completions with (table above), and why (logged, in ``summary.json``)."""
+
     def rollouts(self, config: PipelineConfig) -> Rollouts:
-        """What GRPO generates its completions with (table above)."""
+        return self.choose_rollouts(config)[0]
 
     def rollout_arguments(self, config: PipelineConfig) -> dict[str, Any]:
         """TRL's settings for an engine TRL starts itself (none when the model brings its own)."""

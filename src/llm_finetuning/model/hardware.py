@@ -6,8 +6,11 @@ handover all ask here, so the model's weights and the trainer's flags cannot dis
 alike. The rules follow what Unsloth does on its own (its compiled trainer and CPU mode rewrite these settings
 when they are left to it), so the hf backend, given the same config, trains the same way:
 
-- CPU: fp32 weights, no autocast, no activation checkpointing (it only trades compute for GPU memory), fused
-  AdamW (Unsloth's CPU mode swaps ``adamw_torch`` and the GPU-only 8-bit/paged optimizers for it).
+- CPU: no activation checkpointing (it only trades compute for GPU memory), fused AdamW (Unsloth's CPU mode swaps
+  ``adamw_torch`` and the GPU-only 8-bit/paged optimizers for it). ``dtype: auto`` with LoRA on a CPU that
+  computes bf16 natively (avx512_bf16 or AMX) trains bf16 base weights under bf16 autocast, the adapters in fp32:
+  1.6x the tokens/s of fp32 on SmolLM2-135M (docs/benchmarks.md); everything else is fp32 without autocast
+  (full fine-tuning in bf16 would lose small updates; an explicit float32 stays float32).
 - CUDA: weights in bf16 where the GPU has it (fp16 on older GPUs for LoRA; full fine-tuning there keeps fp32
   master weights); training autocasts to bf16 (fp16 without bf16), fp32 weights included; full fine-tuning of
   bf16 weights trains them directly, without autocast. 8-bit optimizers need bitsandbytes.
@@ -24,8 +27,8 @@ import torch
 
 from ..config import ConfigError, ModelConfig
 
-__all__ = ["free_memory", "gradient_checkpointing", "mixed_precision", "on_cuda", "optimizer", "resolve_dtype",
-           "vllm_problem"]  # fmt: skip
+__all__ = ["CPU_VLLM_MIN_PARAMETERS", "cpu_computes_bf16", "free_memory", "gradient_checkpointing", "mixed_precision",
+           "on_cuda", "optimizer", "precision_record", "resolve_dtype", "vllm_pays_off", "vllm_problem"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +36,11 @@ _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torc
 # Optimizers with CUDA kernels only (bitsandbytes); Unsloth's CPU mode replaces them by fused AdamW.
 _GPU_ONLY_OPTIMIZER_TAGS = ("8bit", "paged", "bnb")
 _CPU_ADAMW = "adamw_torch_fused"  # fused AdamW has CPU kernels (torch >= 2.4)
+# On a CPU a vLLM engine (8 s to start, 20-28 s with vLLM's import) pays for itself where generation is most of
+# the work. Measured on 2 cores: the 0.8M-parameter demo model generated 3x faster on vLLM, but its GRPO steps
+# took 0.25 s either way; SmolLM2-135M generated 4.5x faster (581 against 129 tokens/s, bf16), and generation
+# was most of its GRPO step (docs/benchmarks.md).
+CPU_VLLM_MIN_PARAMETERS = 50_000_000
 
 
 def on_cuda() -> bool:
@@ -40,12 +48,19 @@ def on_cuda() -> bool:
     return torch.cuda.is_available()
 
 
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU has bf16 arithmetic in hardware (AVX512-BF16 or AMX), where bf16 matmuls run fast."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, check, lambda: False)() for check in checks)
+
+
 def resolve_dtype(model_config: ModelConfig) -> torch.dtype:
-    """``model.dtype`` as a torch dtype; ``auto`` = bf16 on a CUDA GPU that has it, fp16 on older GPUs, else fp32."""
+    """``model.dtype`` as a torch dtype; ``auto``: bf16 on a CUDA GPU that has it (fp16 on older GPUs for LoRA),
+    bf16 for LoRA on a CPU that computes bf16, else fp32."""
     if model_config.dtype != "auto":
         return _DTYPES[model_config.dtype]
     if not on_cuda():
-        return torch.float32
+        return torch.bfloat16 if model_config.uses_lora and cpu_computes_bf16() else torch.float32
     if torch.cuda.is_bf16_supported():
         return torch.bfloat16
     # fp16 weights cannot hold trainable full-fine-tuning parameters under AMP; LoRA keeps adapters in fp32.
@@ -53,14 +68,44 @@ def resolve_dtype(model_config: ModelConfig) -> torch.dtype:
 
 
 def mixed_precision(model_config: ModelConfig) -> dict[str, bool]:
-    """The trainers' ``bf16``/``fp16`` autocast flags (Unsloth's compiled trainer applies the same rule)."""
-    if not on_cuda():
-        return {"bf16": False, "fp16": False}
+    """The trainers' ``bf16``/``fp16`` autocast flags (Unsloth's compiled trainer applies the same rule on CUDA)."""
     weights = resolve_dtype(model_config)
+    if not on_cuda():  # autocast where fp32 adapters meet bf16 weights; fp32 stays fp32
+        return {"bf16": weights == torch.bfloat16 and model_config.uses_lora, "fp16": False}
     if weights == torch.bfloat16 and not model_config.uses_lora:
         return {"bf16": False, "fp16": False}  # bf16 full fine-tuning updates the bf16 weights directly
     bf16 = torch.cuda.is_bf16_supported() and weights != torch.float16
     return {"bf16": bf16, "fp16": not bf16}
+
+
+def precision_record(model_config: ModelConfig) -> dict[str, str | None]:
+    """The weights' dtype and the autocast a run trains with, and why (``summary.json``'s ``precision``)."""
+    weights = str(resolve_dtype(model_config)).removeprefix("torch.")
+    flags = mixed_precision(model_config)
+    autocast = "bf16" if flags["bf16"] else "fp16" if flags["fp16"] else None
+    if model_config.dtype != "auto":
+        reason = f"model.dtype: {model_config.dtype} was asked for"
+    elif on_cuda():
+        reason = "auto: the GPU's 16-bit type" + ("" if weights != "float32" else ", fp32 master weights for full fine-tuning")
+    elif weights == "bfloat16":
+        reason = "auto: this CPU computes bf16 natively; LoRA trains on bf16 weights, its adapters in fp32"
+    elif not model_config.uses_lora:
+        reason = "auto: full fine-tuning on a CPU keeps fp32 weights (bf16 would lose small updates)"
+    else:
+        reason = "auto: this CPU has no native bf16 arithmetic, so fp32"
+    return {"weights": weights, "autocast": autocast, "reason": reason}
+
+
+def vllm_pays_off(parameters: int | None) -> tuple[bool, str]:
+    """Whether generating on vLLM (where it loads) beats ``model.generate`` for a model of ``parameters``
+    (None: unknown offline, a real model), and why."""
+    if on_cuda():
+        return True, "vLLM on a CUDA GPU"
+    size = "a model of unknown size" if parameters is None else f"{parameters / 1e6:.1f}M parameters"
+    if parameters is not None and parameters < CPU_VLLM_MIN_PARAMETERS:
+        return False, (f"on a CPU vLLM's engine start costs more than it saves for {size} (it pays off from "
+                       f"{CPU_VLLM_MIN_PARAMETERS // 1_000_000}M)")  # fmt: skip
+    return True, f"on a CPU vLLM generates 4x faster than model.generate for {size}"
 
 
 def gradient_checkpointing(model_config: ModelConfig) -> bool:

@@ -24,7 +24,8 @@ import torch
 from ..config import ModelConfig, PipelineConfig
 from ..errors import ModelError
 from .backend import Backend, Rollouts
-from .hardware import gradient_checkpointing, on_cuda, resolve_dtype
+from .hardware import gradient_checkpointing, resolve_dtype, vllm_pays_off, vllm_problem
+from .shape import parameter_count
 
 __all__ = ["HFBackend", "load_hf_model", "load_hf_tokenizer", "load_kwargs"]
 
@@ -171,15 +172,20 @@ class HFBackend(Backend):
         tokenizer.save_pretrained(str(staging))
         shutil.rmtree(adapter_dir)
 
-    def rollouts(self, config: PipelineConfig) -> Rollouts:
-        """TRL's vLLM engine as configured (null: on a CUDA GPU where vLLM is installed), else model.generate."""
+    def choose_rollouts(self, config: PipelineConfig) -> tuple[Rollouts, str]:
+        """TRL's vLLM engine as configured; null: where vLLM loads and pays off (``hardware.vllm_pays_off``: on a
+        CUDA GPU, and on a CPU for a model of 50M parameters or more), else model.generate."""
         section = config.grpo_training
-        use_vllm = section.use_vllm
-        if use_vllm is None:
-            use_vllm = on_cuda() and importlib.util.find_spec("vllm") is not None
-        if not use_vllm:
-            return "generate"
-        return "trl_server" if section.vllm_mode == "server" else "trl_colocate"
+        if section.use_vllm is False:
+            return "generate", "grpo_training.use_vllm: false"
+        reason = "grpo_training.use_vllm: true"
+        if section.use_vllm is None:
+            problem = vllm_problem()
+            worth, why = (False, problem) if problem else vllm_pays_off(parameter_count(config))
+            if not worth:
+                return "generate", f"auto: {why}"
+            reason = f"auto: {why}"
+        return ("trl_server" if section.vllm_mode == "server" else "trl_colocate"), reason
 
     def rollout_arguments(self, config: PipelineConfig) -> dict[str, Any]:
         if self.rollouts(config) == "generate":

@@ -188,9 +188,12 @@ class UnslothBackend(Backend):
                 "warning above); reinstall the gpu extra (uv sync --extra gpu --reinstall) or set model.backend: hf"
             )
 
-    def rollouts(self, config: PipelineConfig) -> Rollouts:
+    def choose_rollouts(self, config: PipelineConfig) -> tuple[Rollouts, str]:
         """Unsloth's trainer generates on the model's engine whenever the model has one."""
-        return "model_engine" if self.fast_inference(config.model) else "generate"
+        if self.fast_inference(config.model):
+            return "model_engine", "model.fast_inference: Unsloth's trainer generates on the engine it built"
+        why = self.engine_problem(config.model) or "model.fast_inference is off"
+        return "generate", f"no engine on the model ({why})"
 
     # Generation and memory
 
@@ -240,5 +243,7 @@ class UnslothBackend(Backend):
         return True
 
 
-def _unsloth_dtype(model_config: ModelConfig) -> torch.dtype | None:
-    return None if model_config.dtype == "auto" else resolve_dtype(model_config)  # None = unsloth's choice
+def _unsloth_dtype(model_config: ModelConfig) -> torch.dtype:
+    """The project's dtype rule, passed explicitly: left to Unsloth (None), its CPU mode and the hf backend would
+    not load the same weights for ``dtype: auto``."""
+    return resolve_dtype(model_config)

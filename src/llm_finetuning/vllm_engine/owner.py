@@ -75,8 +75,8 @@ class EngineOwner:
         if asleep:
             llm.wake_up()
         version = weights_version(model)
-        if asleep or version != running.pushed:
-            push_weights(llm, model_weights(model))
+        if asleep or version != running.pushed:  # after a sleep (level 2) the engine holds no weights at all
+            push_weights(llm, model_weights(model, changing_only=running.pushed is not None and not asleep))
             running.pushed = version
         try:
             yield llm

@@ -3,6 +3,9 @@
 ``model_weights`` names every weight as a checkpoint names it (what vLLM's ``load_weights`` reads) and folds
 LoRA into its base weight *without touching the model* (base + peft's ``get_delta_weight``): evaluating never
 perturbs training, and an engine needs no LoRA support (vLLM's LoRA path is several times slower on a CPU).
+TRL's own sync merges the adapters into the base weights and unmerges them, which in 16-bit weights is not a
+round trip (measured in bf16: after 10 syncs all 210 of SmolLM2's frozen projection weights had moved, by up to
+2.3e-2), so the engines the run owns are synced from ``model_weights`` instead.
 ``push_weights`` loads them into the engine:
 
 - on a GPU, as TRL's colocated sync does: the engine's ``model.load_weights``, then a prefix-cache reset;
@@ -29,11 +32,18 @@ def checkpoint_name(name: str) -> str:
     return name.replace(".modules_to_save.default", "")
 
 
-def model_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """``(checkpoint name, tensor)`` for every base weight, LoRA folded in; adapter tensors are not yielded."""
+def model_weights(model: Any, changing_only: bool = False) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(checkpoint name, tensor)`` for every base weight, LoRA folded in; adapter tensors are not yielded.
+
+    ``changing_only``: only the weights training can change (those under a LoRA adapter, and trainable ones):
+    what an engine that already holds the model needs again after an optimizer step (under LoRA the embedding and
+    the norms never change; measured on SmolLM2-135M, the same output at 0.30 s a push instead of 0.36 s).
+    """
     deltas = _lora_deltas(model)
     for name, parameter in model.named_parameters():
         if "lora_" in name or ".original_module." in name:
+            continue
+        if changing_only and name not in deltas and not parameter.requires_grad:
             continue
         weight = parameter.detach()
         if name in deltas:
