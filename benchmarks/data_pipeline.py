@@ -26,8 +26,8 @@ STAGES = ("format", "tokenize", "length_filter", "split")
 def tokenizer_for(config):
     from transformers import AutoTokenizer
 
-    from llm_finetuning.model.template import apply_chat_template_to
     from llm_finetuning.model.sources import base_model_path
+    from llm_finetuning.model.template import apply_chat_template_to
 
     return apply_chat_template_to(AutoTokenizer.from_pretrained(base_model_path(config)), config.prompt)
 

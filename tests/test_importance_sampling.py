@@ -9,6 +9,8 @@ the default recipe on TRL's colocated engine and asserts weights near 1 (tests/t
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -118,3 +120,48 @@ def test_trl_still_starts_its_engine_with_a_logprobs_mode_keyword():
 
     source = inspect.getsource(trl_generation)
     assert 'logprobs_mode="processed_logprobs"' in source and "self.llm = LLM(" in source
+
+
+LOGPS = [[-1.0, -2.0, -0.5]]  # the trainer's, for one completion of three tokens
+SAMPLED = [[-1.1, -1.5, -0.5]]  # vLLM's: the second token's gap is 0.5, the third is padding (masked)
+MASK = [[1.0, 1.0, 0.0]]
+
+
+@pytest.mark.parametrize(
+    ("mode", "clip_min", "clip_max", "expected"),
+    [
+        ("token_truncate", None, 3.0, [[math.exp(0.1), math.exp(-0.5), 1.0]]),
+        ("token_truncate", 0.7, 3.0, [[math.exp(0.1), 0.7, 1.0]]),
+        ("token_mask", 0.7, 3.0, [[math.exp(0.1), 0.0, 1.0]]),
+        ("sequence_truncate", None, 3.0, [[math.exp(-0.4)]]),
+        ("sequence_mask", None, 0.5, [[0.0]]),  # 0.67 above C_max: the sequence is masked out
+        ("sequence_mask", None, 3.0, [[math.exp(-0.4)]]),  # TRL's default mode and bounds
+        ("sequence_mask", 0.7, 3.0, [[0.0]]),  # below C_min: the sequence is masked out
+    ],
+)
+def test_the_ratio_in_the_loss_is_trls_for_every_mode(mode, clip_min, clip_max, expected):
+    from llm_finetuning.training.importance import importance_ratio
+
+    ratio = importance_ratio(torch.tensor(LOGPS), torch.tensor(SAMPLED), torch.tensor(MASK), mode, clip_min, clip_max)
+    torch.testing.assert_close(ratio, torch.tensor(expected))
+
+
+@pytest.mark.parametrize(("iterations", "per_generation", "accumulation", "correction", "loss", "applies"), [
+    (1, 1, 1, True, "dapo", True),
+    (1, 2, 2, True, "dapo", True),  # one optimizer step per generated batch
+    (2, 1, 1, True, "dapo", False),  # a batch reused: the second pass's old log-probs are not its own
+    (1, 2, 1, True, "dapo", False),  # generated every other step: the weights move in between
+    (1, 1, 1, False, "dapo", False),
+    (1, 1, 1, True, "vespo", False),  # vespo weighs sequences itself
+])  # fmt: skip
+def test_the_loss_pass_replaces_trls_extra_pass_only_where_its_log_probs_are_the_old_ones(
+    iterations, per_generation, accumulation, correction, loss, applies
+):
+    from types import SimpleNamespace
+
+    from llm_finetuning.training.importance import applies as applies_to
+
+    trainer = SimpleNamespace(use_vllm=True, vllm_importance_sampling_correction=correction, num_iterations=iterations,
+                              loss_type=loss, args=SimpleNamespace(steps_per_generation=per_generation,
+                                                                   gradient_accumulation_steps=accumulation))  # fmt: skip
+    assert applies_to(trainer) is applies

@@ -21,6 +21,7 @@ from ..model import ModelManager
 from ..vllm_engine import EngineOwner, importance_sampling
 from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
+from .importance import correct_in_loss
 from .phase import TrainingPhase
 
 logger = logging.getLogger(__name__)
@@ -64,12 +65,15 @@ class GRPOPhase(TrainingPhase):
             logger.info("GRPO rollouts on vLLM (%s); importance-sampling correction %s", rollouts,
                         sampling_correction.reason)
         if rollouts != "trl_colocate":
-            return self._trainer(GRPOTrainer, GRPOConfig(**arguments))
-        from ..vllm_engine import trl
-
-        with trl.trl_engine_start(self.engines, sampling_correction.engine_logprobs) as process_group_existed:
             trainer = self._trainer(GRPOTrainer, GRPOConfig(**arguments))
-        trl.adopt(trainer, self.engines, process_group_existed)
+        else:
+            from ..vllm_engine import trl
+
+            with trl.trl_engine_start(self.engines, sampling_correction.engine_logprobs) as process_group_existed:
+                trainer = self._trainer(GRPOTrainer, GRPOConfig(**arguments))
+            trl.adopt(trainer, self.engines, process_group_existed)
+        if rollouts in ("trl_colocate", "trl_server"):  # TRL's own loss; Unsloth's compiled trainer has its own
+            correct_in_loss(trainer)
         return trainer
 
     def _trainer(self, trainer_class: type, arguments: Any) -> Any:

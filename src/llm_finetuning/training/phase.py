@@ -72,8 +72,8 @@ class TrainingPhase(ABC):
         stop = GracefulStop()
         progress = TrainingProgress(self.title, self.name, self.answer_rewards)
         TrainingProgress.take_over(trainer)
-        for callback in (CheckpointMarker(), MetricsLogging(self.metrics, self.name), stop, progress,
-                         *self.callbacks):  # fmt: skip
+        logging = [MetricsLogging(self.metrics, self.name)] if self.metrics is not None else []  # none: no file
+        for callback in (CheckpointMarker(), *logging, stop, progress, *self.callbacks):
             trainer.add_callback(callback)
         checkpoint = self._checkpoint_to_resume(resume)
         started = time.perf_counter()

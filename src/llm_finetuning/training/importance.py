@@ -1,0 +1,100 @@
+"""GRPO's importance-sampling correction computed in the loss pass, without TRL's extra forward pass.
+
+Whether the correction is on is the rule of ``vllm_engine/logprobs.py``. TRL computes it against the trainer's
+"old" log-probs of each generated batch, which it gets from a no-grad forward pass over the whole batch right
+after generating. When each generated batch trains exactly one optimizer step (``num_iterations`` 1, generation
+aligned with gradient accumulation), the weights do not move between that pass and the loss, so the old
+log-probs are the loss pass's own, detached. ``correct_in_loss`` makes TRL skip its pass and computes the same
+ratio inside the loss with TRL's formula (per token or per sequence, truncated or masked at its bounds), and logs
+the figures TRL logs (``sampling/importance_sampling_ratio/*``, ``sampling/sampling_logp_difference/*``).
+Measured on SmolLM2-135M: TRL's pass was 4.8 s of a 23 s GRPO step (docs/benchmarks.md).
+
+    correct_in_loss(trainer)     # a TRL GRPOTrainer on vLLM rollouts with the correction on; no-op otherwise
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from typing import Any
+
+import torch
+
+__all__ = ["applies", "correct_in_loss", "importance_ratio"]
+
+_SEQUENCE_MODES = ("sequence_mask", "sequence_truncate")
+
+
+def applies(trainer: Any) -> bool:
+    """Whether the loss pass's log-probs are the old ones: one optimizer step per generated batch."""
+    args = trainer.args
+    generate_every = args.steps_per_generation * trainer.num_iterations
+    return (trainer.use_vllm and trainer.vllm_importance_sampling_correction and trainer.num_iterations == 1
+            and args.gradient_accumulation_steps % generate_every == 0 and trainer.loss_type != "vespo")  # fmt: skip
+
+
+def importance_ratio(trainer_logps: torch.Tensor, sampling_logps: torch.Tensor, mask: torch.Tensor, mode: str,
+                     clip_min: float | None, clip_max: float | None) -> torch.Tensor:  # fmt: skip
+    """TRL's vLLM importance-sampling ratio: per token ``(B, T)`` or per sequence ``(B, 1)``, truncated or masked."""
+    diff = torch.nan_to_num((trainer_logps - sampling_logps) * mask, nan=0.0)  # unscored tokens: no correction
+    if mode in _SEQUENCE_MODES:
+        diff = diff.sum(dim=-1, keepdim=True)
+    ratio = torch.exp(diff)
+    if mode.endswith("_truncate"):
+        return torch.clamp(ratio, min=clip_min, max=clip_max)
+    low = -math.inf if clip_min is None else clip_min
+    high = math.inf if clip_max is None else clip_max
+    return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
+
+
+def correct_in_loss(trainer: Any) -> None:
+    """Give ``trainer`` (a TRL GRPOTrainer) the correction in its loss pass, where ``applies``."""
+    if not applies(trainer):
+        return
+    generate, compute, logps = (trainer._generate_and_score_completions, trainer._compute_loss,
+                                trainer._get_per_token_logps_and_entropies)  # fmt: skip
+
+    def generate_without_old_logps(self: Any, inputs: Any) -> Any:
+        self.vllm_importance_sampling_correction = False  # TRL then skips its no-grad pass (steps are aligned)
+        try:
+            return generate(inputs)
+        finally:
+            self.vllm_importance_sampling_correction = True
+
+    def compute_with_ratio(self: Any, model: Any, inputs: dict) -> Any:
+        def logps_and_ratio(*args: Any, **kwargs: Any) -> Any:
+            result = logps(*args, **kwargs)
+            if torch.is_grad_enabled() and "importance_sampling_ratio" not in inputs:
+                inputs["importance_sampling_ratio"] = _ratio_and_metrics(self, result[0].detach(), inputs)
+            return result
+
+        self._get_per_token_logps_and_entropies = logps_and_ratio
+        try:
+            return compute(model, inputs)
+        finally:
+            del self._get_per_token_logps_and_entropies  # the class's method again
+
+    trainer._generate_and_score_completions = types.MethodType(generate_without_old_logps, trainer)
+    trainer._compute_loss = types.MethodType(compute_with_ratio, trainer)
+
+
+def _ratio_and_metrics(trainer: Any, trainer_logps: torch.Tensor, inputs: dict) -> torch.Tensor:
+    mask = inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
+    sampling = inputs["sampling_per_token_logps"]
+    mode = trainer.vllm_importance_sampling_mode
+    ratio = importance_ratio(trainer_logps, sampling, mask, mode, trainer.vllm_importance_sampling_clip_min,
+                             trainer.vllm_importance_sampling_clip_max)  # fmt: skip
+    scored = mask.bool()
+    delta = torch.abs(trainer_logps - sampling)[scored & ~torch.isnan(sampling)]
+    ratios = ratio.flatten() if mode in _SEQUENCE_MODES else ratio[scored]
+    gather, metrics = trainer.accelerator.gather, trainer._metrics["train" if trainer.model.training else "eval"]
+    figures = {"sampling/sampling_logp_difference/mean": (delta, torch.mean, "mean"),
+               "sampling/sampling_logp_difference/max": (delta, torch.max, "max"),
+               "sampling/importance_sampling_ratio/min": (ratios, torch.min, "min"),
+               "sampling/importance_sampling_ratio/mean": (ratios, torch.mean, "mean"),
+               "sampling/importance_sampling_ratio/max": (ratios, torch.max, "max")}  # fmt: skip
+    for name, (values, reduce, across) in figures.items():
+        value = reduce(values) if values.numel() else torch.zeros((), device=trainer_logps.device)
+        gathered = gather(value.reshape(1))
+        metrics[name].append(getattr(gathered, across)().item())
+    return ratio
