@@ -240,12 +240,14 @@ class Run:
         """
         if self.evaluator is None:
             return
+        started = time.perf_counter()  # the engine's start counts: a user waits for it as for the answers
         with full_weights(self.manager.model) if model is None else contextlib.nullcontext(model) as current:
             engine = self.engine
             if isinstance(engine, HFEngine) and current is not self.manager.model:  # the trainer's unwrapped model
                 engine = HFEngine(self.manager, model=current)
             evaluation = self.evaluator.evaluate(engine, stage, include_sampled=not during_grpo)
-        self.recorder.metrics.write("eval", step, {"stage": stage, **evaluation.figures})
+        seconds = round(time.perf_counter() - started, 2)
+        self.recorder.metrics.write("eval", step, {"stage": stage, **evaluation.figures, "seconds": seconds})
         self.recorder.record_samples(stage, step, evaluation.samples)
         if not during_grpo:
             self.recorder.record_eval(stage, evaluation.figures, evaluation.samples)
