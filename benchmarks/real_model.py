@@ -97,6 +97,14 @@ class StepSplit(TrainerCallback):
                 "generated tokens/s": round(tokens / parts.get("generation", median), 1), "split (s)": parts}  # fmt: skip
 
 
+def fresh_accelerate_state() -> None:
+    """Forget accelerate's process-wide state between sides: TRL's defaults need ``use_cpu=True``, and a state
+    made with it would make the next side's trainer distributed (a DDP wrapper of one process) under TRL's engine."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
 class StepTimes(TrainerCallback):
     """Each step's seconds and the logged history (for ``num_tokens`` and the rewards)."""
 
@@ -130,7 +138,9 @@ def sft_trl_defaults(config, steps: int, output: Path, times: StepTimes) -> dict
     from llm_finetuning.data import load_sft_data
     from llm_finetuning.model.sources import base_model_path
     from llm_finetuning.model.template import apply_chat_template_to
+    from llm_finetuning.training import trl_compat
 
+    trl_compat.install()  # TRL's fused LM head needs it without a GPU; it does not change the arithmetic
     base = base_model_path(config)
     tokenizer = apply_chat_template_to(AutoTokenizer.from_pretrained(base), config.prompt)
     lora, sft = config.model.lora, config.sft_training
@@ -170,7 +180,8 @@ def sft_throughput(args, config) -> dict:
     results: dict = defaultdict(list)
     for round_index in range(args.rounds):
         order = ("trl defaults", "ours") if round_index % 2 == 0 else ("ours", "trl defaults")
-        for side in order:
+        for side in (side for side in order if side in args.sides):
+            fresh_accelerate_state()
             times = StepTimes()
             with tempfile.TemporaryDirectory() as tmp:
                 run = sft_ours if side == "ours" else sft_trl_defaults
@@ -299,7 +310,8 @@ def grpo_throughput(args, config) -> dict:
     results: dict = defaultdict(list)
     for round_index in range(args.rounds):
         order = ("trl defaults", "ours") if round_index % 2 == 0 else ("ours", "trl defaults")
-        for side in order:
+        for side in (side for side in order if side in args.sides):
+            fresh_accelerate_state()
             split, started = StepSplit(), time.perf_counter()
             with tempfile.TemporaryDirectory() as tmp, split.wrapping(trl.GRPOTrainer):
                 if side == "ours":
@@ -330,6 +342,7 @@ def learning(args, config) -> dict:
     root = Path(tempfile.mkdtemp(prefix="grpo_learning_"))
     curves, settings = {}, {}
     for side in ("ours", "trl defaults"):
+        fresh_accelerate_state()
         split = StepSplit()
         with split.wrapping(trl.GRPOTrainer):
             if side == "ours":
@@ -391,6 +404,8 @@ def main() -> int:
     parser.add_argument(
         "--learn", type=int, default=0, help="instead: both settings N GRPO steps, then held-out accuracy"
     )
+    parser.add_argument("--sides", type=lambda text: text.split(","), default=["trl defaults", "ours"],
+                        help="comma-separated: which sides of the throughput comparisons run")  # fmt: skip
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
     from llm_finetuning.config import PipelineConfig

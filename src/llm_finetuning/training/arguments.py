@@ -46,14 +46,16 @@ CISPO_EPSILON_HIGH = 5.0
 # What summary.json records of each phase's trainer arguments, read back from the built trainer.
 SFT_SETTINGS = ("max_steps", "num_train_epochs", "per_device_train_batch_size", "gradient_accumulation_steps",
                 "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay", "optim", "max_grad_norm",
-                "bf16", "fp16", "gradient_checkpointing", "max_length", "completion_only_loss", "packing", "seed")
+                "bf16", "fp16", "gradient_checkpointing", "max_length", "completion_only_loss", "packing", "seed",
+                "parallel_mode", "world_size")
 GRPO_SETTINGS = ("max_steps", "per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
                  "generation_batch_size", "steps_per_generation", "max_completion_length", "learning_rate",
                  "lr_scheduler_type", "warmup_steps", "weight_decay", "optim", "max_grad_norm", "bf16", "fp16",
                  "gradient_checkpointing", "loss_type", "importance_sampling_level", "beta", "epsilon",
                  "epsilon_high", "scale_rewards", "mask_truncated_completions", "temperature", "top_p", "top_k",
                  "min_p", "reward_weights", "use_vllm", "vllm_mode", "vllm_enable_sleep_mode",
-                 "vllm_importance_sampling_correction", "vllm_importance_sampling_mode", "seed")  # fmt: skip
+                 "vllm_importance_sampling_correction", "vllm_importance_sampling_mode", "seed",
+                 "parallel_mode", "world_size")  # fmt: skip  (the last two: whether the trainer wraps the model in DDP)
 
 
 def same_named_fields(section: Any, trl_class: type) -> dict[str, Any]:

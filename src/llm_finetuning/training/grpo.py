@@ -69,8 +69,11 @@ class GRPOPhase(TrainingPhase):
         else:
             from ..vllm_engine import trl
 
+            made = GRPOConfig(**arguments)
+            made.device  # noqa: B018 - accelerate's process state is decided here, before TRL's engine start
+            # sets the launcher variables vLLM reads: under them one process would train wrapped in DDP
             with trl.trl_engine_start(self.engines, sampling_correction.engine_logprobs) as process_group_existed:
-                trainer = self._trainer(GRPOTrainer, GRPOConfig(**arguments))
+                trainer = self._trainer(GRPOTrainer, made)
             trl.adopt(trainer, self.engines, process_group_existed)
         if rollouts in ("trl_colocate", "trl_server"):  # TRL's own loss; Unsloth's compiled trainer has its own
             correct_in_loss(trainer)
