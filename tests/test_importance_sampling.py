@@ -110,6 +110,10 @@ def test_trls_engine_is_started_reporting_the_mode_the_rule_chose(monkeypatch):
     assert built[0]["model"] == "m"
     eager = [arguments.get("enforce_eager") for arguments in built]
     assert eager == ([None, None] if torch.cuda.is_available() else [True, True])  # a CPU: eager, as ours is
+    from llm_finetuning.model.hardware import resolve_dtype
+
+    trained = str(resolve_dtype(owner.config.model)).removeprefix("torch.")  # TRL passes none: the checkpoint's
+    assert [arguments["dtype"] for arguments in built] == [trained, trained]
 
 
 def test_trl_still_starts_its_engine_with_a_logprobs_mode_keyword():
