@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -225,11 +226,14 @@ def test_quiet_libraries_turns_their_bars_off_and_routes_their_records_through_o
         assert huggingface_hub.utils.are_progress_bars_disabled()
         library = logging.getLogger("transformers")  # its own stderr handler gone, its records reach ours
         assert library.propagate and not any(type(h) is logging.StreamHandler for h in library.handlers)
+        assert os.environ["VLLM_LOGGING_LEVEL"] == "WARNING"  # read when vLLM is imported, at an engine's start
+        assert logging.getLogger("vllm").level == logging.WARNING
         setup_logging("INFO", verbose=True)
         quiet_libraries(main=False)  # another rank: still no bars
         assert not transformers.utils.logging.is_progress_bar_enabled()
         quiet_libraries()
         assert transformers.utils.logging.is_progress_bar_enabled() and datasets.is_progress_bar_enabled()
+        assert os.environ["VLLM_LOGGING_LEVEL"] == "INFO"
     finally:
         setup_logging("INFO")
         quiet_libraries()

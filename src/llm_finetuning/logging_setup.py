@@ -15,6 +15,7 @@ in our words where we know better (``LIBRARY_MESSAGES``). ``--verbose`` leaves t
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -82,6 +83,10 @@ def quiet_libraries(main: bool = True) -> None:
                             (datasets.enable_progress_bars, datasets.disable_progress_bars),
                             (hub.enable_progress_bars, hub.disable_progress_bars)):  # fmt: skip
         (enable if shown else disable)()
+    # vLLM configures its own logger when imported (an engine's start, later): its INFO lines (arguments, KV
+    # cache, weight reloads) are for --verbose; an already imported vLLM gets the level directly
+    os.environ["VLLM_LOGGING_LEVEL"] = "INFO" if shown else "WARNING"
+    logging.getLogger("vllm").setLevel(logging.INFO if shown else logging.WARNING)
     transformers.utils.logging.disable_default_handler()  # its records reach training.log and pass the bars
     transformers.utils.logging.enable_propagation()
     for name in ("datasets", "huggingface_hub"):  # their own stderr handler would print every record twice
