@@ -345,7 +345,7 @@ def learning(args, config) -> dict:
 
     manager, data, rewards = loaded(config, args.adapter)
     root = Path(tempfile.mkdtemp(prefix="grpo_learning_"))
-    curves, settings = {}, {}
+    curves, settings, step_figures = {}, {}, {}
     for side in ("ours", "trl defaults"):
         fresh_accelerate_state()
         split = StepSplit()
@@ -359,6 +359,14 @@ def learning(args, config) -> dict:
                 settings[side], history = grpo_trl_defaults(config, args.adapter, data, rewards, args.learn,
                                                             root / "trl_run", split, save_to=root / "trl")  # fmt: skip
         curves[side] = [round(row["reward"], 3) for row in history if "reward" in row]
+        completions = (
+            config.grpo_training.per_device_train_batch_size
+            * config.grpo_training.gradient_accumulation_steps
+        )
+        steps = split.summary(completions, tokens_per_step(history, completions))
+        steps["RSS at step ends, peak (GB)"] = round(split.peak_rss / 1e9, 2)
+        print(f"{side}: steps {json.dumps(steps)}", flush=True)
+        step_figures[side] = steps
         print(f"{side}: reward per step {curves[side]}", flush=True)
     manager.free()
     result = {}
@@ -366,7 +374,8 @@ def learning(args, config) -> dict:
         figures = held_out(config, folder, data)
         result[side] = {"mean reward": round(statistics.mean(curves[side]), 3),
                         "mean reward, last 10 steps": round(statistics.mean(curves[side][-10:]), 3),
-                        "reward per step": curves[side], "held-out": figures, "settings": settings[side]}  # fmt: skip
+                        "reward per step": curves[side], "steps": step_figures[side], "held-out": figures,
+                        "settings": settings[side]}  # fmt: skip
         print(f"{side}: {json.dumps(result[side]['held-out'])}", flush=True)
     return result
 
