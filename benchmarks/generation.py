@@ -7,7 +7,8 @@ the model's weights pushed in, LoRA folded in); for a LoRA adapter also ``hf`` o
 LoRA path (an engine with ``enable_lora`` and the saved adapter as a ``LoRARequest``). Workloads:
 
 - ``tiny eval``: the demo's evaluation, on the demo model's shape (0.8 M parameters): 200 held-out problems,
-  greedy, then 4 samples each at the demo's sampling settings, at most 24 new tokens;
+  greedy, then 4 samples each at the demo's sampling settings, at most the demo's completion budget
+  (``grpo_training.max_completion_length`` of ``configs/tiny.yaml``) of new tokens;
 - ``qwen3-25m``: a randomly initialised Qwen3 of about 25 M parameters (hidden 512, 8 layers, built offline
   with the demo tokenizer): 64 problems, greedy then 4 samples each, at most 48 new tokens.
 
@@ -134,14 +135,18 @@ def main() -> None:
     started = time.perf_counter()
     import vllm  # noqa: F401 - timed apart from the engine start
 
-    results: dict = {"threads": args.threads, "import vllm (s)": round(time.perf_counter() - started, 1)}
+    from llm_finetuning.config import PipelineConfig
+
+    budget = PipelineConfig.from_yaml(ROOT / "configs" / "tiny.yaml").grpo_training.max_completion_length
+    results: dict = {"threads": args.threads, "import vllm (s)": round(time.perf_counter() - started, 1),
+                     "demo completion budget": budget}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         if "tiny" in workloads:
-            manager, prompts, settings = workload(Path(tmp) / "tiny", [], problems=200, max_new_tokens=24)
+            manager, prompts, settings = workload(Path(tmp) / "tiny", [], problems=200, max_new_tokens=budget)
             results["tiny eval"] = engine_speeds(manager, prompts, settings, args.rounds)
             manager.free()
         if "lora" in workloads:
-            manager, prompts, settings = workload(Path(tmp) / "lora", [LORA], problems=200, max_new_tokens=24)
+            manager, prompts, settings = workload(Path(tmp) / "lora", [LORA], problems=200, max_new_tokens=budget)
             adapter = manager.save_adapter(Path(tmp) / "adapter")
             results["tiny eval, LoRA r=16"] = {
                 **engine_speeds(manager, prompts, settings, args.rounds),

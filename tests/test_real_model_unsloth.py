@@ -10,18 +10,14 @@ in order, recording each exit code and output in ``lane.json``; the tests read t
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from conftest import REAL_MODEL, real_model_marks
+from lane_driver import driver_record, passed, run_step
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -40,25 +36,11 @@ def run_arguments(output_dir: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def lane(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("real_unsloth_lane")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    driver = subprocess.run([sys.executable, __file__, str(root)], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=1500, check=False)  # fmt: skip
-    assert driver.returncode == 0, driver.stderr[-3000:]
-    record = json.loads((root / "lane.json").read_text())
-    if "declined" in record:
-        pytest.skip(f"Unsloth does not run on this machine: {record['declined']}")
-    return {**record, "root": root}
-
-
-def _step(lane: dict, name: str) -> dict:
-    step = lane["steps"][name]
-    assert step["rc"] == 0, f"{name} exited {step['rc']}:\n{step['output'][-3000:]}"
-    return step
+    return driver_record(__file__, tmp_path_factory.mktemp("real_unsloth_lane"), timeout=1500)
 
 
 def test_unsloth_trains_the_pretrained_model_through_sft_and_grpo(lane):
-    _step(lane, "run")
+    passed(lane, "run")
     summary = json.loads((lane["root"] / "run" / "summary.json").read_text())
     assert summary["complete"] is True and summary["backend"] == "unsloth"
     before, after = summary["eval"]["before_sft"], summary["eval"]["after_sft"]
@@ -88,35 +70,19 @@ def test_lora_moved_the_weights_in_both_phases(lane):
 
 
 def test_infer_evaluate_and_the_merged_export_run_on_the_unsloth_backend(lane):
-    answer = _step(lane, "infer")["output"]
+    answer = passed(lane, "infer")["output"]
     assert "reasoning:" in answer and "answer:" in answer
-    _step(lane, "evaluate")
+    passed(lane, "evaluate")
     summary = json.loads((lane["root"] / "run" / "summary.json").read_text())
     metrics = json.loads((lane["root"] / "eval" / "metrics.json").read_text())
     greedy = ("n", "format_accuracy", "answer_accuracy")
     assert {key: metrics[key] for key in greedy} == {
         key: summary["eval"]["after_grpo"][key] for key in greedy
     }
-    _step(lane, "export")
+    passed(lane, "export")
     merged = lane["root"] / "merged"
     assert (merged / "config.json").is_file() and list(merged.glob("*.safetensors"))
     assert not (merged / "adapter_config.json").exists()
-
-
-def _run_step(main, argv: list[str]) -> dict:
-    buffer = io.StringIO()
-    started = time.perf_counter()
-    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-        try:
-            rc = main(argv)
-        except SystemExit as exc:
-            rc = exc.code
-        except Exception as exc:  # noqa: BLE001 - a crash is recorded for the test to show
-            import traceback
-
-            traceback.print_exc()
-            rc = f"crashed: {type(exc).__name__}"
-    return {"rc": rc, "seconds": round(time.perf_counter() - started, 1), "output": buffer.getvalue()}
 
 
 def drive(root: Path) -> dict:
@@ -130,14 +96,14 @@ def drive(root: Path) -> dict:
 
     record: dict = {"steps": {}}
     steps, run_dir = record["steps"], root / "run"
-    steps["run"] = _run_step(cli.main, run_arguments(run_dir))
+    steps["run"] = run_step(cli.main, run_arguments(run_dir))
     if steps["run"]["rc"] != 0:
         return record
     config, adapter = str(run_dir / "config.yaml"), str(run_dir / "grpo_saved_lora")
-    steps["infer"] = _run_step(infer.main, ["--config", config, "What is 3 + 4?"])
-    steps["evaluate"] = _run_step(evaluate.main, ["--config", config, "--adapter", adapter,
+    steps["infer"] = run_step(infer.main, ["--config", config, "What is 3 + 4?"])
+    steps["evaluate"] = run_step(evaluate.main, ["--config", config, "--adapter", adapter,
                                                   "--output-dir", str(root / "eval")])  # fmt: skip
-    steps["export"] = _run_step(export.main, ["--config", config, "--adapter", adapter,
+    steps["export"] = run_step(export.main, ["--config", config, "--adapter", adapter,
                                               "--merged", str(root / "merged")])  # fmt: skip
     record.update(_greedy_answers(Path(config), Path(adapter)))
     return record

@@ -17,9 +17,7 @@ too. Any other failure, an import error included, fails the lane.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import json
 import os
 import shutil
@@ -30,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SIMPLE_SUMS
+from lane_driver import driver_record, passed, run_step
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -80,24 +79,11 @@ def run_arguments(output_dir: Path, *extra: str) -> list[str]:
 def lane(tmp_path_factory) -> dict:
     """The driver's record: each step's exit code, seconds and output, plus the Unsloth backend's greedy output."""
     root = tmp_path_factory.mktemp("unsloth_lane")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    driver = subprocess.run([sys.executable, __file__, str(root)], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=1200, check=False)  # fmt: skip
-    assert driver.returncode == 0, driver.stderr[-3000:]
-    record = json.loads((root / "lane.json").read_text())
-    if "declined" in record:
-        pytest.skip(f"Unsloth does not run on this machine: {record['declined']}")
-    return {**record, "root": root}
-
-
-def _step(lane: dict, name: str) -> dict:
-    step = lane["steps"][name]
-    assert step["rc"] == 0, f"{name} exited {step['rc']}:\n{step['output'][-3000:]}"
-    return step
+    return driver_record(__file__, root, timeout=1200, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
 
 def test_unsloth_backend_runs_sft_then_grpo_and_saves_the_adapter(lane):
-    _step(lane, "run")
+    passed(lane, "run")
     run_dir = lane["root"] / "run"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["backend"] == "unsloth" and "CPU mode" in summary["backend_reason"]
@@ -121,7 +107,7 @@ def test_unsloth_trains_through_its_cpu_mode_and_says_why_vllm_is_off(lane):
 
 
 def test_skip_sft_continues_from_the_unsloth_sft_adapter(lane):
-    _step(lane, "skip_sft")
+    passed(lane, "skip_sft")
     first = json.loads((lane["root"] / "run" / "summary.json").read_text())
     second = json.loads((lane["root"] / "skip_sft" / "summary.json").read_text())
     assert second["phases"]["sft"].get("skipped") is True
@@ -131,12 +117,12 @@ def test_skip_sft_continues_from_the_unsloth_sft_adapter(lane):
 
 
 def test_infer_evaluate_and_merged_export_run_on_the_unsloth_backend(lane):
-    answer = _step(lane, "infer")["output"]
+    answer = passed(lane, "infer")["output"]
     assert "reasoning:" in answer and "answer:" in answer
-    _step(lane, "evaluate")
+    passed(lane, "evaluate")
     metrics = json.loads((lane["root"] / "eval" / "metrics.json").read_text())
     assert metrics["n"] == NUM_EVAL and metrics["adapter"].endswith("grpo_saved_lora")  # the held-out problems
-    assert f"merged: {lane['root'] / 'merged'}" in _step(lane, "export")["output"]
+    assert f"merged: {lane['root'] / 'merged'}" in passed(lane, "export")["output"]
     merged = lane["root"] / "merged"
     assert (merged / "config.json").is_file() and list(merged.glob("*.safetensors"))
     assert not (merged / "adapter_config.json").exists()
@@ -218,23 +204,6 @@ def _logits(model, tokenizer):
         return model(**inputs).logits
 
 
-def _run_step(main, argv: list[str]) -> dict:
-    """Call a command line's ``main`` in this process; its exit code, seconds and printed output."""
-    buffer = io.StringIO()
-    started = time.perf_counter()
-    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-        try:
-            rc = main(argv)
-        except SystemExit as exc:  # argparse errors
-            rc = exc.code
-        except Exception as exc:  # noqa: BLE001 - a crash is recorded for the test to show
-            import traceback
-
-            traceback.print_exc()
-            rc = f"crashed: {type(exc).__name__}"
-    return {"rc": rc, "seconds": round(time.perf_counter() - started, 1), "output": buffer.getvalue()}
-
-
 def drive(root: Path) -> dict:
     """The lane in one process: import unsloth first, then every command line in pipeline order."""
     started = time.perf_counter()
@@ -247,16 +216,16 @@ def drive(root: Path) -> dict:
     from llm_finetuning.tools import evaluate, export, infer
 
     steps, run_dir, copy = record["steps"], root / "run", root / "skip_sft"
-    steps["run"] = _run_step(cli.main, run_arguments(run_dir))
+    steps["run"] = run_step(cli.main, run_arguments(run_dir))
     if steps["run"]["rc"] != 0:
         return record
     shutil.copytree(run_dir, copy)
-    steps["skip_sft"] = _run_step(cli.main, run_arguments(copy, "--skip-sft"))
+    steps["skip_sft"] = run_step(cli.main, run_arguments(copy, "--skip-sft"))
     config, adapter = str(run_dir / "config.yaml"), str(run_dir / "grpo_saved_lora")
-    steps["infer"] = _run_step(infer.main, ["--config", config, QUESTIONS[0]])
-    steps["evaluate"] = _run_step(evaluate.main, ["--config", config, "--adapter", adapter,
+    steps["infer"] = run_step(infer.main, ["--config", config, QUESTIONS[0]])
+    steps["evaluate"] = run_step(evaluate.main, ["--config", config, "--adapter", adapter,
                                                   "--output-dir", str(root / "eval")])  # fmt: skip
-    steps["export"] = _run_step(export.main, ["--config", config, "--adapter", adapter,
+    steps["export"] = run_step(export.main, ["--config", config, "--adapter", adapter,
                                               "--merged", str(root / "merged")])  # fmt: skip
     record["unsloth_greedy"] = _unsloth_outputs(Path(config), Path(adapter), root / "unsloth_logits.pt")
     import trl
