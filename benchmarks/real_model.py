@@ -46,8 +46,12 @@ class StepSplit(TrainerCallback):
 
     def __init__(self) -> None:
         self.steps: list[dict[str, float]] = []
+        self.history: list[dict] = []  # the trainer's logs, as TRL's log_history keeps them
         self._current: dict[str, float] = defaultdict(float)
         self._start = 0.0
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self.history.append(dict(logs or {}))
 
     @contextlib.contextmanager
     def wrapping(self, trainer_class: type):
@@ -276,21 +280,11 @@ def grpo_ours(config, manager, data, rewards, steps: int, output: Path, split: S
     engines = EngineOwner(config)
     phase = GRPOPhase(config, manager, engines, data, *rewards, metrics=None)
     phase.callbacks.append(split)
-    history = []
-    phase.callbacks.append(_History(history))
     try:
         result = phase.run()
     finally:
         engines.shutdown()
-    return result.settings, history
-
-
-class _History(TrainerCallback):
-    def __init__(self, into: list) -> None:
-        self.into = into
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        self.into.append(dict(logs or {}))
+    return result.settings, split.history
 
 
 def tokens_per_step(history: list[dict], completions_per_step: int) -> list[float]:
