@@ -177,3 +177,34 @@ def test_the_guards_keep_towers_and_huge_factorials_from_sympy():
         started = time.perf_counter()
         assert not is_equivalent(hostile, "1")
         assert time.perf_counter() - started < 0.1, hostile
+
+
+def test_nested_binomials_and_huge_factorials_never_reach_exact_arithmetic():
+    for hostile in (r"\binom{\binom{10^{1000}}{2000}}{50}", r"\binom{10^{1000}}{2000}", r"\binom{2000}{1000}!",
+                    r"(10^{9})!"):  # fmt: skip
+        started = time.perf_counter()
+        assert not grade(f"<SOLUTION>{hostile}</SOLUTION>", "5")
+        assert time.perf_counter() - started < 0.1, hostile
+
+
+def test_a_list_answer_spends_one_sympy_budget_not_one_per_comparison():
+    # Eight items matched in reverse order: 36 comparisons, each needing sympy (about 0.1-0.3 s apiece).
+    n, budget = 8, 0.5
+    gold = "\\{" + ", ".join(rf"(1+\sin({2 * k} \cdot 10^{{-9}}))^{{6}}" for k in range(1, n + 1)) + "\\}"
+    pred = "\\{" + ", ".join(rf"(\sin({k} \cdot 10^{{-9}})+\cos({k} \cdot 10^{{-9}}))^{{12}}"
+                             for k in range(n, 0, -1)) + "\\}"  # fmt: skip
+    warm_up()
+    started = time.perf_counter()
+    grade(f"<SOLUTION>{pred}</SOLUTION>", gold, timeout=budget)
+    assert time.perf_counter() - started < budget + 0.5
+
+
+def test_long_runs_of_spaces_after_an_answer_phrase_do_not_backtrack():
+    for text in (
+        "Final answer" + " " * 15_000 + "x",
+        "answer" + " *" * 10_000 + "}",
+        "\n**Answer**" + "\t" * 20_000,
+    ):
+        started = time.perf_counter()
+        grade(f"<SOLUTION>{text}</SOLUTION>", "5")
+        assert time.perf_counter() - started < 0.1, text[:20]

@@ -77,12 +77,40 @@ def test_an_entry_whose_json_copy_would_score_wrong_is_rebuilt_exactly():
 
 
 def test_a_verifier_that_raises_scores_zero_and_warns_once(caplog):
-    _WARNED.discard("prime_factorization")
+    _WARNED.clear()
     with caplog.at_level(logging.WARNING, logger="llm_finetuning.rewards.gym_rewards"):
         assert score(["<SOLUTION>{</SOLUTION>"] * 3, FACTOR_REF) == [0.0, 0.0, 0.0]
         assert score(["<SOLUTION>{</SOLUTION>"], FACTOR_REF) == [0.0]
     warnings = [r for r in caplog.records if "prime_factorization raised ValueError" in r.getMessage()]
     assert len(warnings) == 1
+
+
+SPIRAL_REF = entry_ref("spiral_matrix", {}, seed=1, size=1, index=0)  # its verifier eval()s the answer
+COUNTDOWN_REF = entry_ref("countdown", {}, seed=1, size=1, index=0)  # its verifier hands the answer to sympy
+
+
+def test_an_answer_written_as_code_runs_nowhere(tmp_path):
+    target = tmp_path / "written"
+    code = [f"open({str(target)!r}, 'w').write('x')", f"__import__('os').system('touch {target}')",
+            f"__import__('subprocess').run(['touch', {str(target)!r}])",
+            f"[__import__('os').remove(p) for p in [{str(tmp_path / 'kept')!r}]]"]  # fmt: skip
+    (tmp_path / "kept").write_text("the user's")
+    assert score([f"<SOLUTION>{line}</SOLUTION>" for line in code], SPIRAL_REF) == [0.0] * len(code)
+    assert not target.exists()
+    assert (tmp_path / "kept").read_text() == "the user's"
+
+
+def test_an_answer_that_would_compute_forever_scores_zero_at_the_deadline(caplog):
+    _WARNED.clear()
+    reward = get_reward("reasoning_gym", timeout=1.0)
+    right = f"<SOLUTION>{task_dataset('countdown', {}, seed=1, size=1)[0]['metadata']['expression']}</SOLUTION>"
+    with caplog.at_level(logging.WARNING, logger="llm_finetuning.rewards.gym_rewards"):
+        assert score(["<SOLUTION>9**9**9**9</SOLUTION>"], COUNTDOWN_REF, reward) == [0.0]  # also starts a spare
+        assert score([right], COUNTDOWN_REF) == [1.0]  # served by the replacement, once it has started
+        started = time.perf_counter()  # a warm spare takes over from now on: the time is the answer's own
+        assert score(["<SOLUTION>9**9**9**9</SOLUTION>"], COUNTDOWN_REF, reward) == [0.0]
+        assert time.perf_counter() - started < 1.0 + 1.0
+    assert sum("countdown overran its time" in r.getMessage() for r in caplog.records) == 1  # once per kind
 
 
 def test_an_unreadable_reference_scores_zero():
@@ -121,8 +149,9 @@ def test_pickled_threaded_and_spawned_copies_score_the_same():
 
 def test_hostile_completions_score_inside_the_bounds_quickly():
     hostile = ["<SOLUTION>" + "9" * 100_000 + "</SOLUTION>", "<SOLUTION>" * 50_000, "\\boxed{" * 10_000,
-               "<SOLUTION>\x00\ud800</SOLUTION>", "<SOLUTION>1e999</SOLUTION>", "<SOLUTION>-</SOLUTION>"]  # fmt: skip
-    for ref in (SUM_REF, FACTOR_REF, entry_ref("gsm_symbolic", {}, 0, 1, 0)):
+               "<SOLUTION>\x00\ud800</SOLUTION>", "<SOLUTION>1e999</SOLUTION>", "<SOLUTION>-</SOLUTION>",
+               "<SOLUTION>__import__('os').getcwd()</SOLUTION>", "<SOLUTION>[0] * 10**10</SOLUTION>"]  # fmt: skip
+    for ref in (SUM_REF, FACTOR_REF, entry_ref("gsm_symbolic", {}, 0, 1, 0), SPIRAL_REF):
         started = time.perf_counter()
         scores = score(hostile, ref)
         assert time.perf_counter() - started < 2.0

@@ -9,10 +9,16 @@ The data layer makes problems from it (``reasoning_gym:<task>``, ``data/gym_sour
 - ``check_task(task, settings, where)``: an unknown task names the closest valid one, an unknown or refused
   setting names the setting; builds the task's config only, generates nothing;
 - ``task_dataset(task, settings, seed, size)``: the task's dataset object (entries are made on demand);
-- ``entry_ref(...)`` / ``score(ref, answer)``: where an entry comes from, as the JSON a dataset column
-  carries, and the task's verifier on an answer to it. The entry is rebuilt from its reference (the dataset object is
-  cached per task, settings, seed and size), not stored: a JSON round trip turns the tuples some verifiers
-  compare (arc_agi, rearc) into lists, and a right answer would then score 0.05 instead of 1.
+- ``entry_ref(...)`` / ``verify(ref, answer, timeout)``: where an entry comes from, as the JSON a dataset
+  column carries, and the task's verifier on an answer to it. The entry is rebuilt from its reference (the
+  dataset object is cached per task, settings, seed and size), not stored: a JSON round trip turns the tuples
+  some verifiers compare (arc_agi, rearc) into lists, and a right answer would then score 0.05 instead of 1.
+
+The verifier runs on what a model wrote, and several tasks ``eval`` it (spiral_matrix, binary_matrix,
+string_insertion, n_queens) or hand it to sympy's ``parse_expr`` (countdown, puzzle24, the integration
+tasks): ``verify`` therefore runs it in a sandboxed worker process (``sandbox/``: no file writes, no
+processes, memory and CPU limits, killed at its deadline), started once per process by ``start_verifier``
+and reused, never in the trainer.
 
 Importing reasoning-gym takes about 3 s (it imports sympy and matplotlib), so it is imported on first use,
 only when a config names a task or builds the reward.
@@ -30,6 +36,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from .sandbox import Outcome, Service, Worker
 from .schema import ConfigError, closest
 
 __all__ = [
@@ -38,9 +45,10 @@ __all__ = [
     "check_task",
     "entry_ref",
     "package_problem",
-    "score",
+    "start_verifier",
     "task_dataset",
     "task_of",
+    "verify",
 ]
 
 PREFIX = "reasoning_gym:"  # a dataset name "reasoning_gym:<task>" generates the task's problems
@@ -129,8 +137,33 @@ def _entry(ref: str) -> tuple[Any, dict[str, Any]]:
     return dataset, dataset[fields["index"]]
 
 
-def score(ref: str, answer: str) -> float:
-    """The task's own verifier (``score_answer``, 0 to 1) on ``answer`` to the entry ``ref`` names.
-    Raises what the verifier raises; the reward turns that into 0."""
-    dataset, entry = _entry(ref)
-    return float(dataset.score_answer(answer, entry))
+def _serve(request: list[str]) -> float | None:
+    """In the worker: ``["entry", ref]`` builds the entry (cached); ``["score", ref, answer]`` is the task's
+    own verifier (``score_answer``, 0 to 1) on the answer to it."""
+    dataset, entry = _entry(request[1])
+    return float(dataset.score_answer(request[2], entry)) if request[0] == "score" else None
+
+
+# the worker imports reasoning-gym once, before it confines itself
+SERVICE = Service(handle=_serve, warm_up=lambda: _registry() and None)
+_VERIFIER = Worker(__name__)
+ENTRY_TIMEOUT_S = 60.0  # building an entry is our work, not the answer's: a bound for a broken task only
+_built: set[tuple[int | None, str]] = set()  # (worker pid, entry reference) the worker has built
+
+
+def start_verifier() -> None:
+    """Start the verifier's worker in the background (reasoning-gym imports there in about 3 s); returns at once."""
+    _VERIFIER.start()
+
+
+def verify(ref: str, answer: str, timeout: float) -> Outcome:
+    """The task's verifier on ``answer`` to the entry ``ref`` names, in the sandboxed worker: its score, or
+    why there is none (it raised, overran ``timeout`` seconds, or hit a limit). The entry is built first,
+    outside the answer's ``timeout`` (a task that reads data files takes a while the first time), so the
+    verdict does not depend on what the worker had cached."""
+    if (_VERIFIER.pid, ref) not in _built:
+        built = _VERIFIER.call(["entry", ref], ENTRY_TIMEOUT_S)
+        if not built.ok:
+            return built
+        _built.add((_VERIFIER.pid, ref))
+    return _VERIFIER.call(["score", ref, answer], timeout)

@@ -360,6 +360,8 @@ def too_big_for_sympy(expression: str) -> bool:
             bound = MAX_FACTORIAL if values[0] is not None else MAX_SYMBOLIC_CHOOSE
             if any(v is None or v.denominator != 1 or not 0 <= v <= bound for v in values[-1:]):
                 return True
+            if len(values) == 2 and _huge_choose(node.args[0], values[0], values[1]):
+                return True
         if (
             isinstance(node, ast.Constant)
             and isinstance(node.value, int)
@@ -367,6 +369,14 @@ def too_big_for_sympy(expression: str) -> bool:
         ):
             return True
     return False
+
+
+def _huge_choose(top: ast.AST, n: Fraction | None, k: Fraction) -> bool:
+    """``binom(n, k)`` whose value would pass ``MAX_BITS`` (about ``k`` times the bits of ``n``), or whose
+    constant ``n`` is itself past exact arithmetic (``\\binom{\\binom{10^{1000}}{2000}}{50}``)."""
+    if n is None:
+        return not _symbolic(top)
+    return k * max(abs(n.numerator), n.denominator).bit_length() > MAX_BITS
 
 
 def _symbolic(node: ast.AST) -> bool:

@@ -48,10 +48,11 @@ from .prose import is_connector, slot_answer, spans_or_text, tidy
 MAX_RUN = 16  # boxes in one run; more is a list of intermediate results, not an answer
 _BOX_NAMES = ("\\boxed", "\\fbox")
 _BARE_BOX = re.compile(r"[ \t]+([^\s${}]+)")
+# possessive runs (*+): adjacent runs of spaces must not backtrack into each other (quadratic on long runs)
 _ANSWER_PHRASE = re.compile(
-    r"(?:\b(?:final\s+answer|the\s+answer)[ \t*]*(?:is\b|:)"
-    r"|(?:^|\n)[ \t#*]*(?:\\text(?:bf|it)\{)?(?:final\s+)?answer[ \t*]*\}?[ \t]*(?::|\n))"
-    r"[ \t*]*:?\}?",
+    r"(?:\b(?:final\s+answer|the\s+answer)[ \t*]*+(?:is\b|:)"
+    r"|(?:^|\n)[ \t#*]*+(?:\\text(?:bf|it)\{)?(?:final\s+)?answer[ \t*]*+\}?[ \t]*+(?::|\n))"
+    r"[ \t*]*+:?\}?",
     re.IGNORECASE,
 )
 _END_MARK = re.compile(r"(?:\$?\\(?:blacksquare|square|Box|qed)\$?|∎|□|Q\.?E\.?D\.?)\s*$")  # end of a proof

@@ -10,7 +10,8 @@ matches when either side does; an answer whose leading ``y =`` normalisation rem
 as the equation it was when the other side is an equation (``y = -2x + 5`` = ``2x + y = 5``). Equal
 values with two different measurement units are not equal (``5 km``, ``5 m``), and a relation on a
 function value is not one on its argument (``f(x) > 2``, ``x > 2``).
-Nothing here raises: an internal error is "not equal".
+Nothing here raises: an internal error is "not equal". ``timeout`` is one budget of sympy time for the
+whole verdict, however many comparisons a list or an equation takes (``symbolic.budget``).
 
 ``start_worker()`` starts the sympy worker in the background (cheap, returns at once); graders call it
 when they are built (``build_rewards``, the evaluator), so the worker is ready long before training
@@ -46,7 +47,8 @@ def is_equivalent(pred: str, gold: str, timeout: float = 1.0) -> bool:
     (True, True)
     """
     try:
-        return _matches(_text(pred), final_answers(_text(pred)), _text(gold), timeout)
+        with symbolic.budget(timeout):
+            return _matches(_text(pred), final_answers(_text(pred)), _text(gold), timeout)
     except Exception:  # never raise on untrusted text; unknown means not equal
         logger.debug("equivalence check failed", exc_info=True)
         return False
@@ -70,7 +72,8 @@ def grade(
         if not isinstance(completion, str):
             return False
         slot = answer_slot(completion, solution_start, solution_end)
-        return slot is not None and _matches(slot[0], final_answers(*slot), _text(gold), timeout)
+        with symbolic.budget(timeout):
+            return slot is not None and _matches(slot[0], final_answers(*slot), _text(gold), timeout)
     except Exception:  # never raise on untrusted text
         logger.debug("grading failed", exc_info=True)
         return False

@@ -27,6 +27,8 @@ import zlib
 from decimal import Decimal
 from fractions import Fraction
 
+from .expr import MAX_FACTORIAL
+
 POINTS = (0.7310585786, 1.4142135623 + 0.5j, -0.3183098862 + 1.2247448714j)  # arbitrary
 DIFFERENT = 1e-9  # relative difference that is certainly not rounding
 SAME = 1e-12  # relative agreement taken as identity
@@ -163,9 +165,31 @@ _PI = Decimal("3.141592653589793238462643383279502884197169399375105820974944592
 _DECIMAL_FUNCTIONS = {
     "sqrt": lambda x: x.sqrt(_PRECISION), "exp": lambda x: x.exp(_PRECISION), "Abs": abs,
     "log": lambda x, b=None: x.ln(_PRECISION) / (b.ln(_PRECISION) if b is not None else 1),
-    "root": lambda x, n: _PRECISION.power(x, 1 / n), "factorial": lambda x: Decimal(math.factorial(int(x))),
-    "binomial": lambda n, k: Decimal(math.comb(int(n), int(k))),
+    "root": lambda x, n: _PRECISION.power(x, 1 / n), "factorial": lambda x: _decimal_factorial(x),
+    "binomial": lambda n, k: _decimal_binomial(n, k),
 }  # fmt: skip
+
+
+def _small_natural(value: Decimal) -> int:
+    """``value`` as an int when it is a natural number up to ``MAX_FACTORIAL``; ValueError otherwise (so
+    ``(10^9)!`` and ``\\binom{\\binom{10^{1000}}{2000}}{50}`` never reach exact integer arithmetic)."""
+    if value != value.to_integral_value() or not 0 <= value <= MAX_FACTORIAL:
+        raise ValueError("outside the factorial range")
+    return int(value)
+
+
+def _decimal_factorial(x: Decimal) -> Decimal:
+    return Decimal(math.factorial(_small_natural(x)))
+
+
+def _decimal_binomial(n: Decimal, k: Decimal) -> Decimal:
+    """``n (n-1) … (n-k+1) / k!`` in the 60-digit context: bounded by ``k``, whatever the size of ``n`` (a
+    product past the context's exponent range overflows, which is no verdict)."""
+    count = _small_natural(k)
+    product = Decimal(1)
+    for i in range(count):
+        product *= n - i
+    return product / math.factorial(count)
 
 
 def _precise_verdict(left: str, right: str) -> bool | None:

@@ -3,20 +3,19 @@
 sympy can run for minutes (or forever) on innocent-looking input, and no Python-level timeout can
 stop it: ``signal.alarm`` only works in the main thread, and ``Pool.get(timeout=…)`` leaves the
 stuck worker running so every later call times out too. So one persistent worker process does the
-sympy work; a call that overruns kills it and starts a replacement at once (and, from then on, keeps
-a warm spare), so the next call finds a fresh worker. A module-level lock serialises calls, which
-makes this safe from worker threads; the process handle lives only in this module, so rewards that
-use it stay picklable.
+sympy work (a ``sandbox.Worker`` serving this module's ``SERVICE``); a call that overruns kills it and a
+warm spare takes its place, so the next call finds a fresh worker. The worker is confined like every
+sandbox worker (``sandbox/confine.py``): a memory and a CPU-time limit, no files, no processes, and it
+dies with the trainer.
 
-No verdict depends on timing: a call that finds the worker still starting (importing sympy takes
-seconds, once per process) waits for it, up to ``STARTUP_TIMEOUT_S``, and its ``timeout`` counts from
-the moment the worker is ready. ``start()`` begins that start in the background; graders call it
-when they are built.
+No verdict depends on how long the worker took to start: a call that finds it still starting (importing
+sympy takes seconds, once per process) waits for it, up to ``STARTUP_TIMEOUT_S``, and its ``timeout``
+counts from the moment the worker is ready. ``start()`` begins that start in the background; graders
+call it when they are built.
 
-The worker is this file run as a script (``python symbolic.py --serve``) talking JSON lines over its
-stdin/stdout, not a ``multiprocessing`` spawn/forkserver child: those re-import the caller's
-``__main__`` in the child, so a training script without an ``if __name__ == "__main__"`` guard would
-run again inside the grader. The script needs only sympy and the standard library.
+A grade spends one budget on all of its sympy calls: inside ``budget(seconds)`` every ``equal`` gets at
+most what is left of it, so a list of 64 items against another costs one completion its budget, not
+64 × 64 timeouts.
 
 ``SAFE_NAMES`` is the grader's one list of the sympy names an expression may use: ``expr.to_python``
 (and ``matrices``, for ``Matrix``) emits nothing else, and the worker refuses anything else before
@@ -28,18 +27,19 @@ sympy could not decide in time. Try ``python -m llm_finetuning.grading.symbolic`
 
 from __future__ import annotations
 
-import atexit
-import json
+import contextlib
+import contextvars
 import re
-import select
-import subprocess
-import sys
-import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
+from ..sandbox import Service, Worker
+
 STARTUP_TIMEOUT_S = 60.0  # the most a call waits for a worker still importing sympy (not a verdict bound)
-MEMORY_LIMIT_BYTES = 1 << 30  # the worker's address space (about 70 MB in use): a hostile expression fails there
+MEMORY_HEADROOM_BYTES = (
+    768 << 20
+)  # what the worker may allocate past sympy's import: a hostile expression fails
 SAFE_NAMES = frozenset({
     "pi", "oo", "E", "I", "sqrt", "root", "factorial", "binomial", "Abs", "sin", "cos", "tan", "sec",
     "csc", "cot", "asin", "acos", "atan", "asec", "acsc", "acot", "sinh", "cosh", "tanh", "log", "exp",
@@ -48,157 +48,88 @@ SAFE_NAMES = frozenset({
 _SAFE = re.compile(r"^[\w\s+\-*/(),.]*$")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
-_lock = threading.Lock()
-_worker: subprocess.Popen | None = None  # the process answering requests
-_spare: subprocess.Popen | None = None  # started alongside, so a killed worker is replaced warm
-_ready: set[int] = set()  # pids that have said "ready"
+_WORKER = Worker(__name__, startup_timeout_s=STARTUP_TIMEOUT_S)
+_BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("sympy_budget", default=None)
 
 
 def equal(a: str, b: str, timeout: float = 1.0, relation: str = "equal") -> bool | None:
     """Whether sympy proves the expressions ``a`` and ``b`` equal (``relation="equal"``), the
     equations ``a = 0`` and ``b = 0`` the same (``"proportional"``) or two matrix expressions the
     same matrix (``"matrix"``); None when that is not known within ``timeout`` seconds (counting any
-    wait for the lock, not the worker's start)."""
-    called = time.monotonic()
-    waiting = timeout if _is_ready() else timeout + STARTUP_TIMEOUT_S
-    if not _lock.acquire(timeout=waiting):
-        return None
+    wait for another thread's call, not the worker's start), or within what is left of the enclosing
+    ``budget``."""
+    if not _WORKER.ready():
+        _WORKER.start(wait=True)  # the worker's start is not the comparison's time
+    shared = _BUDGET.get()
+    if shared is not None:
+        timeout = min(timeout, shared.left)
+        if timeout <= 0:
+            return None
+    started_at = time.monotonic()
+    outcome = _WORKER.call([relation, a, b], timeout)
+    if shared is not None:
+        shared.left -= time.monotonic() - started_at
+    return bool(outcome.value) if outcome.ok else None
+
+
+class _Budget:
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+
+
+@contextlib.contextmanager
+def budget(seconds: float) -> Iterator[None]:
+    """Every ``equal`` inside spends from one budget of ``seconds`` (inside another budget, that one)."""
+    if _BUDGET.get() is not None:
+        yield
+        return
+    token = _BUDGET.set(_Budget(seconds))
     try:
-        was_ready = _is_ready()
-        worker = _ready_worker(time.monotonic() + STARTUP_TIMEOUT_S)
-        if worker is None:
-            return None  # sympy did not import within STARTUP_TIMEOUT_S: a broken install, not a verdict
-        deadline = (called if was_ready else time.monotonic()) + timeout
-        worker.stdin.write(json.dumps([relation, a, b]) + "\n")
-        worker.stdin.flush()
-        if select.select([worker.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            reply = worker.stdout.readline()
-            if reply:
-                return json.loads(reply)
-        _replace_worker()
-        return None
-    except (OSError, ValueError):
-        _replace_worker()
-        return None
+        yield
     finally:
-        _lock.release()
+        _BUDGET.reset(token)
 
 
 def start(wait: bool = False) -> None:
     """Start the worker if none is running and return at once; with ``wait``, also wait until it is
     ready (at most ``STARTUP_TIMEOUT_S``)."""
-    if not wait:
-        if _worker is None and _lock.acquire(blocking=False):  # busy lock: a call is using the worker
-            try:
-                if _worker is None:
-                    _replace_worker()
-            finally:
-                _lock.release()
-        return
-    with _lock:
-        _ready_worker(time.monotonic() + STARTUP_TIMEOUT_S)
+    _WORKER.start(wait=wait)
 
 
-def _is_ready() -> bool:
-    worker = _worker
-    return worker is not None and worker.pid in _ready and worker.poll() is None
-
-
-def _ready_worker(deadline: float) -> subprocess.Popen | None:
-    """The running worker once it has said "ready" (None if it has not by ``deadline``); starts the
-    worker if needed."""
-    if _worker is None or _worker.poll() is not None:
-        _replace_worker()
-    if _worker.pid not in _ready:
-        if not select.select([_worker.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            return None
-        if _worker.stdout.readline().strip() != "ready":
-            raise OSError("the sympy worker did not start")
-        _ready.add(_worker.pid)
-    return _worker
-
-
-def _replace_worker() -> None:
-    """Start the first worker; or kill the current one (stuck or dead), promote the spare and start a
-    new spare. The spare exists only after a first replacement, so a cold start imports sympy once."""
-    global _worker, _spare
-    replacing = _worker is not None
-    _kill(_worker)
-    if _spare is not None and _spare.poll() is not None:
-        _kill(_spare)
-        _spare = None
-    if _spare is not None:
-        _worker, _spare = _spare, _start()
-    else:
-        _worker, _spare = _start(), (_start() if replacing else None)
-
-
-def _start() -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, __file__, "--serve"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        bufsize=1,
-    )
-
-
-def _kill(process: subprocess.Popen | None) -> None:
-    if process is not None:
-        process.kill()
-        process.wait(timeout=5)
-        process.stdin.close()
-        process.stdout.close()
-        _ready.discard(process.pid)
-
-
-@atexit.register
 def shutdown() -> None:
     """Stop the worker (also run at interpreter exit)."""
-    global _worker, _spare
-    with _lock:
-        _kill(_worker)
-        _kill(_spare)
-        _worker = _spare = None
+    _WORKER.shutdown()
 
 
 def started() -> bool:
     """Whether a worker process exists (ready or still starting)."""
-    return _worker is not None
+    return _WORKER.started()
 
 
 def worker_pid() -> int | None:
     """The worker's process id, or None before the worker was first started (for tests)."""
-    return _worker.pid if _worker is not None else None
+    return _WORKER.pid
 
 
-def _serve() -> None:
-    """The worker's loop: answer ``[relation, a, b]`` lines until stdin closes."""
-    _limit_memory()
-    # Import sympy and run each kind of comparison once before saying "ready": sympy loads much of
-    # itself lazily, and the first simplify would otherwise cost a real comparison ~0.3 s.
+def _is_ready() -> bool:
+    return _WORKER.ready()
+
+
+def _warm_up() -> None:
+    """Import sympy and run each kind of comparison once before the worker says it is ready: sympy loads
+    much of itself lazily, and the first simplify would otherwise cost a real comparison ~0.3 s."""
     _compare("equal", "sqrt(8)+v_x", "2*sqrt(2)+v_x")
     _compare("equal", "sin(v_x)**(2)+cos(v_x)**(2)", "1")
     _compare("proportional", "2*v_x+2*v_y-10", "v_x+v_y-5")
     _compare("matrix", "Matrix(2,2,(2,1,1,1))**(-1)*Matrix(2,1,(1,v_x))", "Matrix(2,1,(1-v_x,2*v_x-1))")
-    print("ready", flush=True)
-    for line in sys.stdin:
-        try:
-            answer = _compare(*json.loads(line))
-        except Exception:  # noqa: BLE001  (unparsable or unsupported: not provably equal)
-            answer = False
-        print(json.dumps(bool(answer)), flush=True)
 
 
-def _limit_memory() -> None:
-    """Cap the worker's address space, so an expression that would take gigabytes (``10**(10**10)``) fails
-    with MemoryError, which answers "not equal", instead of taking the training machine's memory."""
+def _handle(request: list[str]) -> bool:
+    """The worker's answer to ``[relation, a, b]``; unparsable or unsupported: not provably equal."""
     try:
-        import resource
-    except ImportError:  # not on this platform (Windows): the time bound still holds
-        return
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+        return bool(_compare(*request))
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _compare(relation: str, a: str, b: str) -> bool:
@@ -254,11 +185,11 @@ def _parse(expression: str) -> Any:
     return parse_expr(expression, local_dict=local, global_dict={"Integer": sympy.Integer})
 
 
+SERVICE = Service(handle=_handle, warm_up=_warm_up, headroom_bytes=MEMORY_HEADROOM_BYTES)
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--serve"]:
-        _serve()
-    else:
-        print("sqrt(8) == 2*sqrt(2):", equal("sqrt(8)", "2*sqrt(2)"))
-        started = time.perf_counter()
-        print("a stuck comparison:", equal("factorial(factorial(20))", "1", timeout=0.5))
-        print(f"  returned after {time.perf_counter() - started:.2f} s; next:", equal("1/2", "(2/4)"))
+    print("sqrt(8) == 2*sqrt(2):", equal("sqrt(8)", "2*sqrt(2)"))
+    started_at = time.perf_counter()
+    print("a stuck comparison:", equal("factorial(factorial(20))", "1", timeout=0.5))
+    print(f"  returned after {time.perf_counter() - started_at:.2f} s; next:", equal("1/2", "(2/4)"))

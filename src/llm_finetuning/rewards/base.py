@@ -109,6 +109,14 @@ class Reward:
     def validate(self) -> None:
         """Check parameter values; raise ``RewardParamError`` naming the parameter."""
 
+    def start(self) -> None:
+        """Start, in the background, the worker process the scoring needs (the grader's sympy worker, a
+        sandboxed verifier), so the first completion finds it ready; returns at once."""
+        if self.uses_grader:
+            from ..grading import start_worker
+
+            start_worker()
+
     def require(self, ok: bool, param: str, rule: str) -> None:
         if not ok:
             raise RewardParamError(f"{self.name}: parameter '{param}' {rule} (got {getattr(self, param)!r})")

@@ -8,9 +8,14 @@ How: the answer is the text in the answer slot, found by the grader's own rule
 (``grading.extract.answer_slot``: the last ``<SOLUTION>…</SOLUTION>``, else ``<answer>…</answer>``, in the
 model's own turn), stripped. The task's verifier scores it against the entry the problem came from, rebuilt
 from the dataset's ``reasoning_gym_entry`` column (``reasoning_gym:<task>`` data has it, and TRL hands every
-dataset column to the rewards). No slot, or a slot left open: 0. A verifier that raises: 0, and one warning
-per task. A row without the column (other data): ``None``, the reward does not apply. Building it needs the
-reasoning-gym extra (``uv sync --extra reasoning-gym``); the config is refused in one line without it.
+dataset column to the rewards). No slot, or a slot left open: 0. A row without the column (other data):
+``None``, the reward does not apply. Building it needs the reasoning-gym extra (``uv sync --extra
+reasoning-gym``); the config is refused in one line without it.
+
+Several tasks' verifiers ``eval`` the answer or hand it to sympy, so the verifier never runs in the trainer:
+``gym.verify`` runs it in a sandboxed worker process (started when the reward is built), with ``timeout``
+seconds per answer. A verifier that raises, overruns or hits a limit scores 0, with one warning per task and
+kind of failure.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ __doctest_requires__ = ("reasoning_gym",)  # tests/test_doctests.py skips the ex
 
 logger = logging.getLogger(__name__)
 
-_WARNED: set[str] = set()  # tasks whose verifier has raised in this process (warned once each)
+_WARNED: set[tuple[str, str]] = set()  # (task, kind of failure) warned about in this process
 
 
 @dataclasses.dataclass
@@ -55,37 +60,52 @@ class ReasoningGymScore(Reward):
 
     solution_start: str = "<SOLUTION>"
     solution_end: str = "</SOLUTION>"
+    timeout: float = 5.0  # seconds of the verifier's time per answer; past it the answer scores 0
 
     def validate(self) -> None:
         for tag in ("solution_start", "solution_end"):
             self.require(bool(getattr(self, tag)), tag, "must be a non-empty tag")
+        self.require(self.timeout > 0, "timeout", "must be a positive number of seconds")
         problem = gym.package_problem()
         if problem:
             raise RewardParamError(f"{self.name}: {problem}")
+
+    def start(self) -> None:
+        """Start the verifier's worker in the background (its imports take seconds, once)."""
+        gym.start_verifier()
 
     def score_completion(self, text: str, gold: Any) -> float:
         slot = answer_slot(text, self.solution_start, self.solution_end)
         if slot is None or not slot[1]:
             return 0.0
-        try:
-            value = gym.score(str(gold), slot[0].strip())
-        except Exception as exc:  # noqa: BLE001 - any task's verifier may raise anything; the answer scores 0
-            _warn_once(str(gold), exc)
+        outcome = gym.verify(str(gold), slot[0].strip(), self.timeout)
+        if not outcome.ok:
+            _warn_once(str(gold), outcome.failure)
             return 0.0
-        return min(1.0, max(0.0, value)) if math.isfinite(value) else 0.0
+        value = outcome.value
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            return 0.0
+        return min(1.0, max(0.0, float(value)))
 
     def bounds(self) -> tuple[float, float]:
         return 0.0, 1.0
 
 
-def _warn_once(ref: str, exc: Exception) -> None:
+def _warn_once(ref: str, failure: str) -> None:
     try:
         task = str(json.loads(ref)["task"])
     except (ValueError, KeyError, TypeError):
         task = "(unreadable entry reference)"
-    if task not in _WARNED:
-        _WARNED.add(task)
+    kind = failure.split(":")[0]  # "timeout", "crashed", "raised ValueError"
+    if (task, kind) not in _WARNED:
+        _WARNED.add((task, kind))
         logger.warning(
-            "reasoning_gym: the verifier of %s raised %s: %s; scoring such answers 0",
-            task, type(exc).__name__, str(exc)[:200],
-        )  # fmt: skip
+            "reasoning_gym: the verifier of %s %s; scoring such answers 0", task, _WORDS.get(kind, failure)
+        )
+
+
+_WORDS = {
+    "timeout": "overran its time on an answer (the worker was replaced)",
+    "crashed": "died on an answer (a memory or CPU limit, or a forbidden action)",
+    "not started": "could not start its worker",
+}

@@ -19,7 +19,6 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .. import grading
 from .answer_rewards import Accuracy, CheckAnswer, CheckNumbers, Cosine, R1Zero
 from .base import Reward, RewardParamError, did_you_mean
 from .format_rewards import MatchFormatApproximately, MatchFormatExactly, ThinkAnswerFormat
@@ -81,13 +80,14 @@ def get_reward(name: str, **params: Any) -> Reward:
 
 
 def build_rewards(
-    reward_config: Any, prompt_config: Any = None, start_grader: bool = True
+    reward_config: Any, prompt_config: Any = None, start_workers: bool = True
 ) -> tuple[list[Reward], list[float]]:
     """Build the configured rewards and their weights, with tags taken from ``prompt_config``.
 
     ``reward_config`` is a ``RewardConfig`` (anything with ``.rewards``) or a list of ``RewardSpec``
     or of mappings with ``name``, ``weight`` and ``params``. When a reward asks the math grader, its
-    sympy worker starts now, in the background, so the first comparison that needs it finds it ready.
+    sympy worker starts now, in the background, so the first comparison that needs it finds it ready; likewise
+    the sandboxed worker of a reward that runs a task's verifier.
     """
     specs = _specs(reward_config)
     _check_unique(specs)
@@ -98,15 +98,16 @@ def build_rewards(
         from_prompt = {tag: value for tag, value in tags.items() if tag in cls.param_names()}
         funcs.append(cls.from_params(**{**from_prompt, **params}))
         weights.append(weight)
-    if start_grader and any(func.uses_grader for func in funcs):
-        grading.start_worker()  # sympy imports in the background while the model loads
+    if start_workers:
+        for func in funcs:
+            func.start()  # sympy or a verifier imports in the background while the model loads
     return funcs, weights
 
 
 def validate_reward_specs(specs: Any) -> None:
     """Reject unknown names, duplicate names, bad weights and bad parameters (cheap: builds no model
     and starts no grader worker)."""
-    build_rewards(specs, start_grader=False)
+    build_rewards(specs, start_workers=False)
 
 
 def _specs(reward_config: Any) -> list[tuple[str, float, dict[str, Any]]]:

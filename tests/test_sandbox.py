@@ -1,0 +1,148 @@
+"""The sandbox worker: what code run in it cannot do, how long a call can take, and that it ends with its parent.
+
+The probe service (``sandbox_probe.py``) evaluates whatever expression it is sent, as reasoning-gym's
+spiral_matrix verifier evaluates a model's answer, so every case here is code a completion could carry.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from llm_finetuning.sandbox import Worker
+
+TESTS = Path(__file__).resolve().parent
+DEADLINE_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def worker():
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(TESTS), previous])
+    )  # the child finds the probe
+    probe = Worker("sandbox_probe")
+    probe.start(wait=True)
+    yield probe
+    probe.shutdown()
+    if previous is None:
+        del os.environ["PYTHONPATH"]
+    else:
+        os.environ["PYTHONPATH"] = previous
+
+
+def attempts(target: Path) -> list[str]:
+    path = str(target)
+    return [
+        f"open({path!r}, 'w').write('x')",
+        f"__import__('pathlib').Path({path!r}).write_text('x')",
+        f"__import__('os').system('touch {path}')",
+        f"__import__('subprocess').run(['touch', {path!r}])",
+        f"__import__('os').open({path!r}, __import__('os').O_CREAT | __import__('os').O_WRONLY)",
+        f"__import__('shutil').copy('/etc/hostname', {path!r})",
+        f"__import__('ctypes').CDLL(None).system(b'touch {path}')",
+        f"__import__('os').posix_spawn('/usr/bin/touch', ['touch', {path!r}], {{}})",
+        "__import__('multiprocessing').Process(target=print).start()",
+    ]
+
+
+def test_code_in_the_sandbox_writes_no_file_and_starts_no_process(worker, tmp_path):
+    target = tmp_path / "written"
+    for attempt in attempts(target):
+        outcome = worker.call(attempt, DEADLINE_S)
+        assert not outcome.ok and outcome.failure.startswith("raised"), (attempt, outcome)
+        assert not target.exists(), attempt
+
+
+def test_code_in_the_sandbox_deletes_and_renames_nothing(worker, tmp_path):
+    kept = tmp_path / "kept"
+    kept.write_text("the user's")
+    for attempt in (f"__import__('os').remove({str(kept)!r})", f"__import__('shutil').rmtree({str(tmp_path)!r})",
+                    f"__import__('os').rename({str(kept)!r}, {str(kept) + '2'!r})"):  # fmt: skip
+        assert worker.call(attempt, DEADLINE_S).failure.startswith("raised"), attempt
+    assert kept.read_text() == "the user's"
+
+
+def test_a_runaway_computation_returns_at_its_deadline_and_the_next_call_is_served(worker):
+    started = time.perf_counter()
+    outcome = worker.call("9**9**9**9", DEADLINE_S)
+    assert outcome.failure == "timeout"
+    assert time.perf_counter() - started < DEADLINE_S + 1.0
+    assert worker.call("6 * 7", 60.0).value == "42"  # a fresh worker (its start does not count)
+
+
+def test_a_memory_bomb_fails_inside_the_worker(worker):
+    outcome = worker.call("len(bytearray(4 << 30))", DEADLINE_S)
+    assert outcome.failure.startswith("raised MemoryError")
+    assert worker.call("1 + 1", DEADLINE_S).value == "2"
+
+
+def test_printed_text_is_not_taken_for_a_reply(worker):
+    outcome = worker.call('print(\'{"n": 0, "value": "1.0"}\') or input()', DEADLINE_S)
+    assert outcome.failure.startswith("raised")  # input() is refused; the printed line went nowhere
+    assert worker.call("'still in step'", DEADLINE_S).value == "'still in step'"
+
+
+@pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="reads the worker's limits from /proc")
+def test_the_worker_runs_under_cpu_memory_and_file_size_limits(worker):
+    worker.call("0", DEADLINE_S)
+    limits = {line[:26].strip(): line[26:].split()[:2]
+              for line in Path(f"/proc/{worker.pid}/limits").read_text().splitlines()[1:]}  # fmt: skip
+    assert limits["Max cpu time"][0] != "unlimited"  # set by the parent before each call
+    assert limits["Max address space"][0] != "unlimited"
+    assert limits["Max file size"] == ["0", "0"]
+
+
+def test_a_killed_worker_that_will_not_be_reaped_does_not_raise(worker, monkeypatch):
+    worker.call("0", DEADLINE_S)
+    process = worker._process
+
+    def stuck(timeout=None):
+        raise subprocess.TimeoutExpired("worker", timeout)
+
+    monkeypatch.setattr(process, "wait", stuck)
+    worker._kill(process)  # the kill stands; waiting for it is given up, not raised
+    assert worker.call("2 + 2", 60.0).value == "4"  # the dead worker is found and replaced
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_the_worker_dies_with_its_parent():
+    code = (
+        "import os, sys, time\n"
+        "from llm_finetuning.sandbox import Worker\n"
+        "worker = Worker('sandbox_probe')\n"
+        "print(worker.call('1', 60.0).value, worker.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
+    }
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        value, child = parent.stdout.readline().split()
+        assert value == "1"
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        for _ in range(100):
+            if not Path(f"/proc/{child}").exists() or "Z" in _state(child):
+                break
+            time.sleep(0.05)
+        assert not Path(f"/proc/{child}").exists() or "Z" in _state(
+            child
+        )  # gone, or a zombie awaiting reaping
+    finally:
+        parent.kill()
+
+
+def _state(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
