@@ -16,12 +16,12 @@ from llm_finetuning.training.callbacks import GracefulStop, MetricsLogging, Peri
 from llm_finetuning.training.checkpoints import MARKER, CheckpointMarker, latest_complete_checkpoint
 
 
-def make_checkpoint(root, step, complete):
+def make_checkpoint(root, step, complete, run_id=None):
     folder = root / f"checkpoint-{step}"
     folder.mkdir(parents=True)
     (folder / "trainer_state.json").write_text("{}")
     if complete:
-        (folder / MARKER).write_text("{}")
+        (folder / MARKER).write_text(json.dumps({"global_step": step, "run_id": run_id}))
     return folder
 
 
@@ -42,8 +42,26 @@ def test_latest_complete_checkpoint(tmp_path, layout, expected):
 
 def test_checkpoint_marker_is_written_after_save(tmp_path):
     folder = make_checkpoint(tmp_path, 5, complete=False)
-    CheckpointMarker().on_save(SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(global_step=5), None)
-    assert json.loads((folder / MARKER).read_text()) == {"global_step": 5}
+    CheckpointMarker("run-a").on_save(SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(global_step=5), None)
+    assert json.loads((folder / MARKER).read_text()) == {"global_step": 5, "run_id": "run-a"}
+
+
+def test_resume_takes_only_the_checkpoints_of_its_own_run(tmp_path):
+    make_checkpoint(tmp_path, 30, complete=True, run_id="earlier")  # an earlier run's, further along
+    make_checkpoint(tmp_path, 10, complete=True, run_id="this")
+    make_checkpoint(tmp_path, 20, complete=True, run_id=None)  # from before runs had ids
+    assert latest_complete_checkpoint(tmp_path, "this").name == "checkpoint-10"
+    assert latest_complete_checkpoint(tmp_path, "other") is None
+    assert latest_complete_checkpoint(tmp_path, None).name == "checkpoint-20"
+
+
+def test_a_checkpoint_folder_about_to_be_rewritten_loses_its_marker_first(tmp_path):
+    folder = make_checkpoint(tmp_path, 10, complete=True, run_id="this")
+    control = TrainerControl(should_save=True)
+    CheckpointMarker("this").on_step_end(SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(global_step=10),
+                                         control)  # fmt: skip
+    assert not (folder / MARKER).exists()
+    assert latest_complete_checkpoint(tmp_path, "this") is None
 
 
 def test_run_state_round_trip(tmp_path):
@@ -51,8 +69,9 @@ def test_run_state_round_trip(tmp_path):
     assert not state.is_done("sft")
     state.mark_done("sft", steps=10)
     assert RunState(tmp_path).is_done("sft")
-    state.clear()
+    state.clear(run_id="next")
     assert not state.is_done("sft")
+    assert state.run_id == "next"
 
 
 def test_metrics_writer_keeps_scalars_only(tmp_path):

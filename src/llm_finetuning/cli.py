@@ -8,13 +8,14 @@ keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import shlex
 import sys
 from collections.abc import Callable, Sequence
 
 from .config import PipelineConfig
-from .errors import PipelineError, TrainingInterrupted
+from .errors import PipelineError, TrainingInterrupted, os_error_code
 
 DEFAULT_CONFIG = "configs/default_config.yaml"
 
@@ -91,13 +92,32 @@ def resume_command(argv: Sequence[str], launcher: str = "none") -> str:
     return " ".join([prefix, *map(shlex.quote, args)])
 
 
+# What the machine refuses, not what the code got wrong: the disk is full, or the folder is not ours to write.
+_DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
+                errno.EROFS: "the filesystem is read-only", errno.EACCES: "permission denied",
+                errno.EPERM: "permission denied"}  # fmt: skip
+
+
 def run_reporting_errors(body: Callable[[], int]) -> int:
-    """Run a command; a user-fixable ``PipelineError`` prints one line on stderr and gives exit status 2."""
+    """Run a command; a user-fixable ``PipelineError``, or a write the disk refused, prints one line on stderr and
+    gives exit status 2; Ctrl-C gives 130 without a traceback."""
     try:
         return body()
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        code = os_error_code(exc)
+        if code not in _DISK_ERRORS:
+            raise
+        where = getattr(exc, "filename", None) or "a file"
+        print(f"error: cannot write {where}: {_DISK_ERRORS[code]}; free space or fix the permissions (or "
+              "choose another --output-dir), then run again (--resume continues a run): every save made so far "
+              "is intact", file=sys.stderr)  # fmt: skip
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: every save made so far is intact", file=sys.stderr)
+        return 130
 
 
 Body = Callable[[argparse.Namespace], int]
@@ -141,9 +161,10 @@ def main(args: argparse.Namespace) -> int:
     try:
         run(config, RunOptions(skip_sft=args.skip_sft, skip_grpo=args.skip_grpo, resume=args.resume,
                                preflight=args.preflight, verbose=args.verbose))
-    except TrainingInterrupted as exc:  # every rank stopped after the same step
+    except (TrainingInterrupted, KeyboardInterrupt) as exc:  # in a phase every rank stopped after the same step
+        stopped = str(exc) or "interrupted outside a training phase; every save made so far is intact"
         if is_main_process():
-            print(f"{exc}\nResume with: {resume_command(args.argv, read_launch().launcher)}", file=sys.stderr)
+            print(f"{stopped}\nResume with: {resume_command(args.argv, read_launch().launcher)}", file=sys.stderr)
         status = 130
     leave_process_group()  # not after an error: the other ranks may still be inside a collective
     return status

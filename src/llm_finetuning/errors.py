@@ -4,6 +4,8 @@ The CLI catches ``PipelineError`` at the edge, prints the message and exits 2; a
 keeps its traceback.
 """
 
+import re
+
 
 class PipelineError(Exception):
     """Base of every error caused by the user's input (config, data, model choice, environment)."""
@@ -19,3 +21,12 @@ class ModelError(PipelineError):
 
 class TrainingInterrupted(PipelineError):
     """SIGINT/SIGTERM stopped a phase; a checkpoint was saved and ``--resume`` continues from it."""
+
+
+def os_error_code(exc: BaseException) -> int | None:
+    """The errno of a write the operating system refused: an ``OSError``'s, or one a library reports in its own
+    exception's text (safetensors writes Rust's ``… (os error 28)`` for a full disk); None for anything else."""
+    if isinstance(exc, OSError):
+        return exc.errno
+    found = re.search(r"\(os error (\d+)\)", str(exc))
+    return int(found.group(1)) if found else None

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from .atomic_io import write_text_atomic
 from .config import PipelineConfig
 from .data import GRPOData, load_grpo_data, load_sft_data
 from .distributed import (
@@ -45,10 +46,12 @@ from .evaluation.judge import CompletionJudge
 from .generation.engines import HFEngine, open_engine
 from .logging_setup import quiet_libraries, setup_logging
 from .model import Backend, ModelManager, choose_backend
+from .model.adapters import check_replaceable
 from .model.hardware import free_memory, on_cuda, precision_record
 from .model.sources import base_model_path
 from .report import write_report
 from .rewards import build_rewards
+from .run_lock import RunLock
 from .run_outputs import RunRecorder
 from .training.arguments import check_trainer_settings
 from .vllm_engine import EngineOwner, importance_sampling
@@ -73,16 +76,27 @@ def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, 
     """Run the pipeline; return the summary (also written to ``<output_dir>/summary.json``)."""
     options = options or RunOptions()
     started = time.perf_counter()
-    # 0. the process group (a multi-process launch), output dir, logging, threads, the resolved config, a fresh
-    #    (or resumed) summary; the backend is imported before anything pulls in trl/transformers
+    # 0. the process group (a multi-process launch); the output folder locked for this run before anything is
+    #    written there (a second run is refused); logging, threads, the resolved config, a fresh (or resumed)
+    #    summary; the backend is imported before anything pulls in trl/transformers
     launch = join_process_group()
     output_dir = Path(config.output_dir)
-    if is_main_process():
-        output_dir.mkdir(parents=True, exist_ok=True)
+    lock = run_on_main(lambda: RunLock.take(output_dir))
+    try:
+        return _run_locked(config, options, output_dir, launch, started, lock)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run_locked(config: PipelineConfig, options: RunOptions, output_dir: Path, launch: Any, started: float,
+                lock: RunLock | None) -> dict[str, Any]:  # fmt: skip
     setup_logging(config.log_level, output_dir, rank=rank(), verbose=options.verbose)
+    if lock is not None:
+        lock.say_if_taken_over()
     if config.num_threads is not None:  # CPU numerics depend on the thread count: fix it, don't inherit it
         torch.set_num_threads(config.num_threads)
-    recorder = run_on_main(lambda: _start_outputs(config, output_dir, options.resume))
+    recorder = run_on_main(lambda: _start_outputs(config, output_dir, options))
     if not is_main_process():  # the main process has reset (or kept) the files: read the same state
         recorder = RunRecorder.start(output_dir, resume=options.resume, writes=False)
     request_standby(config)  # read by Unsloth when it is imported, which choosing it may do
@@ -95,7 +109,7 @@ def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, 
     story = Run(config, recorder, backend)
     try:
         story.steps(options)
-    except TrainingInterrupted:
+    except (TrainingInterrupted, KeyboardInterrupt):  # stopped in a phase (a checkpoint saved) or outside one
         _finish(recorder, time.perf_counter() - started, complete=False)
         raise
     finally:
@@ -117,9 +131,15 @@ def _finish(recorder: RunRecorder, seconds: float, complete: bool) -> dict[str, 
     return summary
 
 
-def _start_outputs(config: PipelineConfig, output_dir: Path, resume: bool) -> RunRecorder:
-    (output_dir / "config.yaml").write_text(config.to_yaml())
-    return RunRecorder.start(output_dir, resume=resume)
+def _start_outputs(config: PipelineConfig, output_dir: Path, options: RunOptions) -> RunRecorder:
+    """The resolved config, and the run's files started fresh or kept for ``--resume``; first, the adapters this
+    run will save must not replace anything but an earlier save (refused now, not hours in)."""
+    if not options.skip_sft:
+        check_replaceable(config.sft_adapter_path)
+    if not options.skip_grpo:
+        check_replaceable(config.grpo_adapter_path)
+    write_text_atomic(output_dir / "config.yaml", config.to_yaml())
+    return RunRecorder.start(output_dir, resume=options.resume)
 
 
 def _check_processes(backend: Backend, recorder: RunRecorder, launch: Any) -> None:
@@ -172,12 +192,11 @@ class Run:
             self.continue_from_sft(record_skip=not sft_done_earlier)  # 4'. sft/final (or the base model)
         if sft_now or (grpo_now and not self.recorder.has_eval("after_sft")):
             self.evaluate("after_sft", 0)  # 5. after SFT = GRPO step 0 (a resumed run keeps its figure)
-        if not grpo_now:
-            if not options.skip_grpo:
-                logger.info("GRPO already finished (run_state.json); nothing to resume")
-            return
-        steps = self.train_grpo(options.resume)  # 6. GRPO with periodic evaluation, save the adapter
-        self.evaluate("after_grpo", steps)  # 7. the trained model
+        if grpo_now:
+            steps = self.train_grpo(options.resume)  # 6. GRPO with periodic evaluation, save the adapter
+            self.evaluate("after_grpo", steps)  # 7. the trained model
+        elif not options.skip_grpo:
+            self.finish_grpo_earlier(state.load()["grpo"].get("steps", 0))  # 6'. GRPO had finished
 
     def load_model(self) -> None:
         with main_process_first():  # a builtin base model is built once, by the main process
@@ -253,14 +272,24 @@ class Run:
             self.recorder.record_eval(stage, evaluation.figures, evaluation.samples)
             self.engines.release_own()
 
+    def finish_grpo_earlier(self, steps: int) -> None:
+        """GRPO finished in an earlier run of this one (run_state.json): evaluate its adapter unless that was done
+        too (the run was stopped between the save and the evaluation)."""
+        if self.recorder.has_eval("after_grpo"):
+            logger.info("GRPO already finished (run_state.json); nothing to resume")
+            return
+        with full_weights(self.manager.model, modifier_rank=0):
+            self.manager.load_adapter(self.config.grpo_adapter_path)
+        self.evaluate("after_grpo", steps)
+
     def train_sft(self, resume: bool) -> None:
         from .training.sft import SFTPhase
 
         phase = SFTPhase(self.config, self.manager, self.sft_data(), self.recorder.metrics)
-        result = phase.run(resume=resume)
+        result = phase.run(resume=resume, run_id=self.recorder.run_id)
         self.save(self.config.sft_adapter_path)
-        self.recorder.state.mark_done("sft", steps=result.steps)
         self.recorder.record_phase("sft", result)
+        self.recorder.state.mark_done("sft", steps=result.steps)  # last: "done" means the summary has it all
         del phase  # hand memory over to GRPO: the trainer, optimizer and data go now
         self._sft_data = None
         free_memory()
@@ -284,18 +313,23 @@ class Run:
             self.recorder.metrics,
             evaluate=lambda model, step: self.evaluate(f"grpo_step_{step}", step, model=model, during_grpo=True),
         )  # fmt: skip
-        result = phase.run(resume=resume)
+        result = phase.run(resume=resume, run_id=self.recorder.run_id)
         save_path = self.config.grpo_adapter_path
         self.save(save_path)
-        self.recorder.state.mark_done("grpo", steps=result.steps)
         self.recorder.record_phase("grpo", result)
         self.recorder.set(save_path=str(save_path))
+        self.recorder.state.mark_done("grpo", steps=result.steps)  # last: "done" means the summary has it all
         return result.steps
 
     def free(self) -> None:
-        """End the run's vLLM engine, then drop the model (callers drop their own references)."""
-        self.engines.shutdown()
-        self.manager.free()
+        """End the run's vLLM engine, then drop the model (callers drop their own references). A failure to end
+        the engine is logged, not raised: it must neither keep the model's memory nor hide why the run stopped."""
+        try:
+            self.engines.shutdown()
+        except Exception:
+            logger.exception("could not shut the vLLM engine down")
+        finally:
+            self.manager.free()
 
     def save(self, path: Path) -> None:
         """The main process saves the whole weights (gathered under ZeRO-3); the others wait until it has."""

@@ -18,9 +18,18 @@ import matplotlib.pyplot as plt
 
 
 def read_metrics(path: Path) -> list[dict]:
+    """The records of ``metrics.jsonl``; a line that does not parse (cut short by a crash) is skipped."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "phase" in record and "step" in record:
+            records.append(record)
+    return records
 
 
 def _series(records: list[dict], phase: str, key: str) -> tuple[list[int], list[float]]:

@@ -7,6 +7,12 @@ phases into the final summary. ``MetricsWriter`` appends every trainer log, eval
 draws ``plots/training.png``; ``report.py`` then makes ``report.html`` of the summary and the plot.
 ``RunRecorder.start`` is the one place that decides what a fresh run clears and what a resumed run keeps.
 
+Every run has an id (``run_state.json``, ``summary.json``, and the marker of every checkpoint it writes), so
+``--resume`` continues this run and never a checkpoint an earlier run left in the folder. A fresh run in a used
+folder moves the previous run's checkpoints to ``previous_run/`` rather than deleting them (the user may have
+meant ``--resume``) or refusing to start (running the demo twice is normal); the run before that one is
+deleted then, so the folder holds at most one set of old checkpoints.
+
 In a multi-process run every rank keeps the same summary in memory (evaluations are gathered to all ranks)
 and takes the same decisions from it, but only the writer — the main process — touches the files.
 """
@@ -16,7 +22,10 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import shutil
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +35,8 @@ from .environment import cpu_description, device_description, package_versions
 logger = logging.getLogger(__name__)
 
 EVAL_KEYS = ("before_sft", "after_sft", "after_grpo")
+PREVIOUS_RUN = "previous_run"  # a fresh run's predecessor's checkpoints, set aside
+CHECKPOINT_FOLDERS = ("sft", "grpo")  # where the phases write checkpoint-N
 TABLE_ROWS = (
     ("format accuracy", "format_accuracy"),
     ("answer accuracy (greedy)", "answer_accuracy"),
@@ -44,7 +55,9 @@ class RunRecorder:
         self.summary_path = output_dir / "summary.json"
         self.metrics = MetricsWriter(output_dir / "metrics.jsonl", enabled=writes)
         self.state = RunState(output_dir, writes=writes)
+        self.run_id = self.state.run_id  # what this run's checkpoints are marked with
         self.summary: dict[str, Any] = {
+            "run_id": self.run_id,
             "eval": {key: previous.get("eval", {}).get(key) for key in EVAL_KEYS},
             # the greedy answers to the first evaluation.sample_answers problems, per stage
             "samples": {key: (previous.get("samples") or {}).get(key) for key in EVAL_KEYS},
@@ -73,10 +86,13 @@ class RunRecorder:
         ``writes`` is False on every rank but the main process of a multi-process run: those only read.
         """
         if resume:
+            if writes:
+                MetricsWriter(output_dir / "metrics.jsonl").repair()
             return cls(output_dir, _read_json(output_dir / "summary.json"), writes)
         if writes:
+            _set_aside_checkpoints(output_dir)
             (output_dir / "metrics.jsonl").unlink(missing_ok=True)
-            RunState(output_dir).clear()
+            RunState(output_dir).clear(run_id=uuid.uuid4().hex[:12])
         return cls(output_dir, {}, writes)
 
     def has_eval(self, key: str) -> bool:
@@ -147,6 +163,17 @@ class MetricsWriter:
         if enabled:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
+    def repair(self) -> None:
+        """Drop a last line cut short by a crash mid-append (everything after it would be unreadable)."""
+        try:
+            with open(self.path, "rb+") as handle:
+                data = handle.read()
+                if data and not data.endswith(b"\n"):
+                    handle.truncate(data.rfind(b"\n") + 1)
+                    logger.warning("%s: dropped a last line cut short by the interrupted run", self.path.name)
+        except FileNotFoundError:
+            return
+
     def write(self, phase: str, step: int, values: dict[str, Any]) -> None:
         if not self.enabled:
             return
@@ -172,6 +199,11 @@ class RunState:
         except (OSError, ValueError):
             return {}
 
+    @property
+    def run_id(self) -> str | None:
+        """The id of the run this folder holds (None: a run from before ids, or none yet)."""
+        return self.load().get("run_id")
+
     def is_done(self, phase: str) -> bool:
         return self.load().get(phase, {}).get("done", False)
 
@@ -182,10 +214,25 @@ class RunState:
         state[phase] = {"done": True, **details}
         write_json_atomic(self.path, state)
 
-    def clear(self) -> None:
-        """Forget every finished phase (a fresh run)."""
-        if self.path.exists():
-            write_json_atomic(self.path, {})
+    def clear(self, run_id: str) -> None:
+        """Forget every finished phase: a fresh run, ``run_id``."""
+        write_json_atomic(self.path, {"run_id": run_id})
+
+
+def _set_aside_checkpoints(output_dir: Path) -> None:
+    """Move an earlier run's ``checkpoint-N`` folders to ``previous_run/`` (see the module docstring)."""
+    found = [p for folder in CHECKPOINT_FOLDERS if (output_dir / folder).is_dir()
+             for p in sorted((output_dir / folder).glob("checkpoint-*")) if p.is_dir()]  # fmt: skip
+    if not found:
+        return
+    previous = output_dir / PREVIOUS_RUN
+    shutil.rmtree(previous, ignore_errors=True)
+    for checkpoint in found:
+        target = previous / checkpoint.parent.name / checkpoint.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(checkpoint, target)
+    logger.info("a fresh run: the previous run's %d checkpoints are now in %s (--resume continues a run; delete "
+                "that folder when you no longer need them)", len(found), previous)  # fmt: skip
 
 
 def table_rows(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:

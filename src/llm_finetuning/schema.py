@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from typing import Any, Literal, Union
@@ -119,14 +120,19 @@ def _convert_scalar(annotation: Any, value: Any, path: str) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     elif annotation is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            number = float(value)
         # YAML 1.1 reads `1e-5` (no dot) as a string; accept it as the number everyone means.
-        if isinstance(value, str):
+        elif isinstance(value, str):
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
+        if number is not None:
+            if not math.isfinite(number):  # .inf and .nan parse as floats; no setting means them
+                raise ConfigError(f"{path}: must be a finite number, got {value!r}")
+            return number
     elif annotation is str:
         if isinstance(value, str):
             return value

@@ -110,6 +110,8 @@ class PipelineConfig:
     )
 
     def __post_init__(self) -> None:
+        require(bool(self.output_dir.strip()), "output_dir", "must name a folder (got an empty string)")
+        _check_save_path(self.grpo_adapter_path, Path(self.output_dir).resolve())
         if self.num_threads is not None:
             require(
                 self.num_threads > 0,
@@ -150,9 +152,13 @@ class PipelineConfig:
         if not path.is_file():
             raise ConfigError(f"{path}: config file not found (see configs/ for examples)")
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not a UTF-8 text file; save the config as UTF-8 YAML") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot be read ({exc.strerror}); check its permissions") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
         for override in overrides or []:
@@ -173,6 +179,24 @@ class PipelineConfig:
 
     def replace(self, **changes: Any) -> PipelineConfig:
         return dataclasses.replace(self, **changes)
+
+
+# What a run keeps in output_dir besides its final adapter: a save there would replace them.
+RUN_FOLDERS = ("sft", "grpo", "plots", ".tiny_base", "previous_run")
+
+
+def _check_save_path(save: Path, output_dir: Path) -> None:
+    """The final adapter must not go where it would replace the run's own outputs: ``output_dir`` itself, a
+    folder above it, or one of the folders the run writes (``RUN_FOLDERS``)."""
+    if save == output_dir or save in output_dir.parents:
+        where = "output_dir itself" if save == output_dir else f"a folder above output_dir ({output_dir})"
+        raise ConfigError(f"grpo_training.save_path: resolves to {save}, {where}; a save there would replace "
+                          "the run's outputs; name a folder of its own, e.g. grpo_saved_lora")  # fmt: skip
+    for folder in RUN_FOLDERS:
+        own = output_dir / folder
+        if save == own or own in save.parents:
+            raise ConfigError(f"grpo_training.save_path: resolves to {save}, inside the run's own {folder}/ "
+                              "folder; name a folder of its own, e.g. grpo_saved_lora")  # fmt: skip
 
 
 def _validate_reward_names(reward_config: RewardConfig) -> None:

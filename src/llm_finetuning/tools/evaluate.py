@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..atomic_io import write_json_atomic
+from ..atomic_io import write_json_atomic, write_text_atomic
 from ..cli import add_config_arguments, command
 from ..config import DatasetSpec, PipelineConfig
 from ..errors import DataError, PipelineError
@@ -148,8 +148,7 @@ def evaluate(
         "seconds": round(time.perf_counter() - started, 2),
     }
     output.mkdir(parents=True, exist_ok=True)
-    with (output / "results.jsonl").open("w", encoding="utf-8") as handle:
-        handle.writelines(json.dumps(result, ensure_ascii=False) + "\n" for result in results)
+    write_text_atomic(output / "results.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in results))
     write_json_atomic(output / "metrics.json", metrics)
     metrics["output_dir"] = str(output)
     return metrics

@@ -12,14 +12,14 @@
 ``--gguf`` needs the Unsloth backend (CUDA and the gpu extra): Unsloth drives llama.cpp's converter and writes
 the GGUF files into ``<DIR>_gguf`` beside the merged model in ``DIR``; the command prints each file.
 ``--push-to-hub`` uploads the merged folder (or the adapter when nothing was merged); offline, or without
-a Hub login, it stops with one line before writing anything.
+a Hub login, it stops with one line before writing anything. A target folder must be new, empty or an earlier
+export, and neither the adapter nor a folder holding it: anything else is refused before any work is done.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 from pathlib import Path
@@ -27,6 +27,8 @@ from pathlib import Path
 from ..cli import add_config_arguments, command
 from ..config import LoraSettings, PipelineConfig
 from ..errors import ModelError, PipelineError
+from ..model.adapters import check_replaceable, mark_save
+from ..model.manager import read_adapter_config
 from . import common
 
 __all__ = ["check_hub", "config_for_adapter", "export", "main", "push_to_hub"]
@@ -41,7 +43,7 @@ def config_for_adapter(config: PipelineConfig, adapter: Path) -> PipelineConfig:
         return config.replace(model=dataclasses.replace(config.model, lora=None))
     if config.model.uses_lora:
         return config
-    saved = json.loads(adapter_config.read_text())
+    saved = read_adapter_config(adapter)
     lora = LoraSettings(
         rank=saved.get("r", 8),
         alpha=saved.get("lora_alpha", 8),
@@ -108,6 +110,9 @@ def export(
         raise PipelineError("nothing to export: give --merged DIR, --gguf DIR and/or --push-to-hub REPO_ID")
     if repo_id:
         check_hub(repo_id)
+    for flag, target in (("--merged", merged), ("--gguf", gguf), ("--gguf", gguf and gguf_folder(gguf))):
+        if target is not None:
+            check_target(flag, target, adapter)
     done: dict[str, str] = {}
     if merged or gguf:
         loaded = common.load_model(config_for_adapter(config, adapter), adapter)
@@ -117,12 +122,28 @@ def export(
                 done["merged"] = str(manager.merge_and_save(merged))
             if gguf:
                 files = manager.backend.save_gguf(manager.model, manager.tokenizer, gguf, quantization)
+                mark_save(gguf, "merged")
+                mark_save(gguf_folder(gguf), "gguf")
                 done["gguf"] = ", ".join(str(path) for path in files)
         finally:
             loaded.free()
     if repo_id:
         done["hub"] = push_to_hub(merged or adapter, repo_id, private)
     return done
+
+
+def gguf_folder(output: Path) -> Path:
+    """Where Unsloth writes the GGUF files of a ``--gguf DIR`` export: ``DIR_gguf``, beside the merged model."""
+    return output.with_name(output.name + "_gguf")
+
+
+def check_target(flag: str, target: Path, adapter: Path) -> None:
+    """A folder an export writes must be replaceable (``check_replaceable``) and apart from the adapter it reads."""
+    target, source = target.resolve(), adapter.resolve()
+    if target == source or target in source.parents or source in target.parents:
+        raise ModelError(f"{flag} {target}: is the adapter being exported ({source}) or holds it or lies inside "
+                         "it; write the export to a folder of its own")  # fmt: skip
+    check_replaceable(target)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ from ..model.hardware import free_memory
 from . import trl_compat
 from .arguments import trainer_settings
 from .callbacks import GracefulStop, MetricsLogging, MetricsWriter, TrainingProgress
-from .checkpoints import CheckpointMarker, latest_complete_checkpoint
+from .checkpoints import CheckpointMarker, checkpoint_step, latest_complete_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,8 @@ class TrainingPhase(ABC):
     def build_trainer(self) -> Any:
         """The TRL trainer for this phase, ready to train."""
 
-    def run(self, resume: bool = False) -> PhaseResult:
+    def run(self, resume: bool = False, run_id: str | None = None) -> PhaseResult:
+        """Train; with ``resume``, from the newest complete checkpoint of the run ``run_id``."""
         trl_compat.install()
         trainer = self.build_trainer()
         self.manager.backend.check_trainer(trainer)
@@ -73,17 +74,23 @@ class TrainingPhase(ABC):
         progress = TrainingProgress(self.title, self.name, self.answer_rewards)
         TrainingProgress.take_over(trainer)
         logging = [MetricsLogging(self.metrics, self.name)] if self.metrics is not None else []  # none: no file
-        for callback in (CheckpointMarker(), *logging, stop, progress, *self.callbacks):
+        for callback in (CheckpointMarker(run_id), *logging, stop, progress, *self.callbacks):
             trainer.add_callback(callback)
-        checkpoint = self._checkpoint_to_resume(resume)
+        checkpoint = self._checkpoint_to_resume(resume, run_id)
         started = time.perf_counter()
-        stop.install()
-        try:
-            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        finally:
-            stop.restore()
-            progress.close()
-        steps = trainer.state.global_step
+        finished_at = checkpoint_step(checkpoint) if checkpoint else 0
+        if finished_at >= trainer.args.max_steps:  # killed after its last checkpoint: its weights, no more steps
+            logger.info("%s: all %d steps were done before the interruption", self.name, finished_at)
+            trainer._load_from_checkpoint(str(checkpoint))  # train() would take one more step from there
+            steps = finished_at
+        else:
+            stop.install()
+            try:
+                trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+            finally:
+                stop.restore()
+                progress.close()
+            steps = trainer.state.global_step
         checksums = gather_objects(weights_checksum(self.manager.model)) if world_size() > 1 else None
         checksums = checksums if checksums and None not in checksums else None  # ZeRO-3: no replicas to compare
         release(trainer)
@@ -110,17 +117,14 @@ class TrainingPhase(ABC):
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
             yield model
 
-    def _checkpoint_to_resume(self, resume: bool) -> Path | None:
-        checkpoint = latest_complete_checkpoint(self.output_dir)
-        if resume and checkpoint:
+    def _checkpoint_to_resume(self, resume: bool, run_id: str | None) -> Path | None:
+        checkpoint = latest_complete_checkpoint(self.output_dir, run_id) if resume else None
+        if checkpoint:
             logger.info("%s: resuming from %s", self.name, checkpoint)
-            return checkpoint
-        if resume:
-            logger.info("%s: no complete checkpoint in %s; starting from step 0", self.name, self.output_dir)
-        elif checkpoint:
-            logger.warning("%s: starting over; older checkpoints in %s will be replaced (use --resume to continue)",
-                           self.name, self.output_dir)
-        return None
+        elif resume:
+            logger.info("%s: no complete checkpoint of this run in %s; starting from step 0", self.name,
+                        self.output_dir)  # fmt: skip
+        return checkpoint
 
 
 def release(trainer: Any) -> None:

@@ -81,10 +81,13 @@ def shut_down(llm: Any) -> None:
     vLLM's per-layer reload state is dropped (``weights.forget_reload_state``), which would keep a layer alive.
     """
     core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
-    if core is not None:
-        llm.apply_model(forget_reload_state)
-        core.shutdown()
-    free_memory()
+    try:
+        if core is not None:
+            llm.apply_model(forget_reload_state)
+    finally:  # the core goes even when dropping the reload state failed
+        if core is not None:
+            core.shutdown()
+        free_memory()
 
 
 def check_cpu_head_size(model_path: str) -> None:
