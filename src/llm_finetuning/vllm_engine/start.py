@@ -19,6 +19,7 @@ import logging
 import os
 import random
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +33,7 @@ from ..model.hardware import free_memory, on_cuda, resolve_dtype
 from .weights import forget_reload_state
 
 __all__ = ["CPU_KV_CACHE_GIB", "engine_arguments", "preserved_process_state", "shut_down", "single_process_launch",
-           "start_engine"]  # fmt: skip
+           "start_engine", "stdout_with_a_descriptor"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def start_engine(config: PipelineConfig, model_path: str) -> Any:
         check_cpu_head_size(model_path)
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
     started = time.perf_counter()
-    with single_process_launch(), preserved_process_state():
+    with single_process_launch(), preserved_process_state(), stdout_with_a_descriptor():
         llm = LLM(**engine_arguments(config, model_path))
     logger.info("vLLM engine on %s started in %.1fs", model_path, time.perf_counter() - started)
     return llm
@@ -124,6 +125,23 @@ def single_process_launch() -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextmanager
+def stdout_with_a_descriptor() -> Iterator[None]:
+    """``sys.stdout`` as the process's own while an engine starts: vLLM 0.31 silences the C libraries by duplicating
+    ``sys.stdout.fileno()``, which a notebook's or a test's captured stdout does not have (the engine's start then
+    fails with ``UnsupportedOperation: fileno``; 0.32 takes file descriptor 1 instead)."""
+    try:
+        sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both an OSError and a ValueError
+        captured, sys.stdout = sys.stdout, sys.__stdout__
+        try:
+            yield
+        finally:
+            sys.stdout = captured
+        return
+    yield
 
 
 @contextmanager

@@ -33,7 +33,7 @@ import torch
 
 from ..model.hardware import on_cuda, resolve_dtype
 from .owner import EngineOwner
-from .start import CPU_KV_CACHE_GIB, single_process_launch
+from .start import CPU_KV_CACHE_GIB, single_process_launch, stdout_with_a_descriptor
 from .weights import model_weights, push_weights
 
 __all__ = ["adopt", "trl_engine_start"]
@@ -61,7 +61,7 @@ def trl_engine_start(owner: EngineOwner, logprobs_mode: str | None) -> Iterator[
         overrides["enforce_eager"] = True
     trl_generation.LLM = functools.partial(_llm_with, trl_llm, overrides)
     try:
-        with single_process_launch():
+        with single_process_launch(), stdout_with_a_descriptor():
             yield process_group_existed
     finally:
         torch.set_num_threads = set_num_threads
