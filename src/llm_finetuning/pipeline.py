@@ -41,7 +41,7 @@ from .distributed import (
     run_on_main,
 )
 from .errors import PipelineError, TrainingInterrupted
-from .evaluation.evaluator import Evaluator
+from .evaluation.evaluator import Evaluator, difficulty_scalars
 from .evaluation.judge import CompletionJudge
 from .generation.engines import HFEngine, open_engine
 from .logging_setup import quiet_libraries, setup_logging
@@ -266,7 +266,8 @@ class Run:
                 engine = HFEngine(self.manager, model=current)
             evaluation = self.evaluator.evaluate(engine, stage, include_sampled=not during_grpo)
         seconds = round(time.perf_counter() - started, 2)
-        self.recorder.metrics.write("eval", step, {"stage": stage, **evaluation.figures, "seconds": seconds})
+        self.recorder.metrics.write("eval", step, {"stage": stage, **evaluation.figures, "seconds": seconds,
+                                                   **difficulty_scalars(evaluation.figures)})
         self.recorder.record_samples(stage, step, evaluation.samples)
         if not during_grpo:
             self.recorder.record_eval(stage, evaluation.figures, evaluation.samples)

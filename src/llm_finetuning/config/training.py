@@ -51,6 +51,17 @@ class GRPOTrainingConfig:
         None, "upper clip range (clip-higher); null = epsilon (for cispo: 5.0, the cap on the importance weight)"
     )
     scale_rewards: Literal["group", "batch", "none"] = option("group", "how advantages are normalised")
+    advantages: Literal["sum", "normalize_then_sum", "gated"] = option(
+        "sum",
+        "how rewards become advantages: sum = the weighted sum normalised in its group (TRL's default); "
+        "normalize_then_sum = each reward normalised in the group, then summed (TRL's multi_objective_aggregation); "
+        "gated = correctness (the grader's verdict) decides where a group's answers differ, the rewards' sum only "
+        "where correctness ties, times tie_weight (no advantages from format alone in an all-wrong group)",
+    )
+    tie_weight: float = option(
+        0.0, "advantages: gated: weight of the rewards' sum in groups whose correctness ties (0 = such groups teach "
+        "nothing)",
+    )
     mask_truncated_completions: bool = option(
         False, "exclude completions cut at max_completion_length from the loss"
     )
@@ -109,6 +120,7 @@ class GRPOTrainingConfig:
         )
         require(self.eval_steps > 0, "eval_steps", f"must be > 0 (got {self.eval_steps})")
         require(self.beta >= 0, "beta", f"must be >= 0 (got {self.beta})")
+        require(self.tie_weight >= 0, "tie_weight", f"must be >= 0 (got {self.tie_weight})")
         require(
             not (self.loss_type == "cispo" and self.epsilon_high is not None and self.epsilon_high < 1),
             "epsilon_high",

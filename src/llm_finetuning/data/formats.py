@@ -189,12 +189,12 @@ def _synthetic(row: dict[str, Any], spec: DatasetSpec) -> Problem:
 def _reasoning_gym(row: dict[str, Any], spec: DatasetSpec) -> Problem:
     """A generated reasoning-gym row (``data/gym_source.py``): its worked solution, if the task has one, and
     the entry's reference, which the ``reasoning_gym`` reward scores against."""
-    keep = ("split", "task", "template", "reasoning_gym_entry")
+    keep = ("split", "task", "template", "reasoning_gym_entry", "difficulty")
     return Problem(
         _clean(row["question"]),
         _answer_or_none(row["answer"]),
         _clean(row["working"]) or None,
-        {key: row[key] for key in keep},
+        {key: row[key] for key in keep if key in row},
         reasoning_agrees=bool(row["working_agrees"]),
     )
 

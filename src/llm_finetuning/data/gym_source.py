@@ -17,14 +17,17 @@ still measure problems the model never saw, and "another seed" alone does not pr
 
 Raw rows: ``question``, ``answer`` (the entry's), ``working`` (our worked solution, ``""`` when the task has
 none) and ``working_agrees`` (it reaches the entry's answer), ``split`` ("train" | "eval"), ``task``,
-``template`` (-1 for tasks without templates) and ``reasoning_gym_entry`` (the entry's reference, which the
-``reasoning_gym`` reward rebuilds the entry from). Training rows come first. Same config and seed, same rows.
+``template`` (-1 for tasks without templates), ``reasoning_gym_entry`` (the entry's reference, which the
+``reasoning_gym`` reward rebuilds the entry from) and ``difficulty`` (the entry's own values of the settings
+its task varies, as JSON: ``{"num_terms": 3, "num_digits": 2}`` for chain_sum; evaluation reports accuracy per
+value). Training rows come first. Same config and seed, same rows.
 
     rows = generate_task_rows(ReasoningGymConfig(num_train=500, num_eval=50), "gsm_symbolic", seed=0)
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,7 +42,7 @@ from .workings import WORKINGS, agrees
 if TYPE_CHECKING:
     from datasets import Dataset
 
-__all__ = ["EVAL_SEED_OFFSET", "TEMPLATES", "generate_task_rows", "heldout_templates"]
+__all__ = ["EVAL_SEED_OFFSET", "TEMPLATES", "difficulty", "generate_task_rows", "heldout_templates"]
 
 EVAL_SEED_OFFSET = 1_000_000  # default eval_seed = seed + this: far past any training stream
 _GROWTH, _ROUNDS = 2, 7  # a draw that falls short retries with a dataset twice as large, up to 64x
@@ -94,13 +97,14 @@ def generate_task_rows(cfg: ReasoningGymConfig, task: str, seed: int) -> Dataset
     eval_seed = cfg.eval_seed if cfg.eval_seed is not None else seed + EVAL_SEED_OFFSET
     heldout = heldout_templates(task, cfg.heldout_templates, seed)
     settings = cfg.settings.get(task, {})
-    train = _draw(task, settings, seed, cfg.num_train, lambda row: row["template"] not in heldout)
+    train = _draw(task, settings, seed, cfg.num_train, lambda row: row["template"] not in heldout, style=cfg.working)
     _check_count(task, train, cfg.num_train, "training problems outside the held-out templates", "num_train")
     evals = None
     if cfg.num_eval:
         in_heldout = (lambda row: row["template"] in heldout) if heldout else (lambda row: True)
         questions = frozenset(row["question"] for row in train.rows)
-        evals = _draw(task, settings, eval_seed, cfg.num_eval, in_heldout, exclude=questions, split="eval")
+        evals = _draw(task, settings, eval_seed, cfg.num_eval, in_heldout, exclude=questions, split="eval",
+                      style=cfg.working)
         _check_streams(task, (seed, train.size), (eval_seed, evals.size))
         _check_count(task, evals, cfg.num_eval, "held-out problems unlike every training problem", "num_eval")
     rows = train.rows + (evals.rows if evals else [])
@@ -108,7 +112,8 @@ def generate_task_rows(cfg: ReasoningGymConfig, task: str, seed: int) -> Dataset
 
 
 _COLUMNS = (
-    "question", "answer", "working", "working_agrees", "split", "task", "template", "reasoning_gym_entry"
+    "question", "answer", "working", "working_agrees", "split", "task", "template", "reasoning_gym_entry",
+    "difficulty",
 )  # fmt: skip
 
 
@@ -120,6 +125,7 @@ def _draw(
     keep: Callable[[dict[str, Any]], bool],
     exclude: frozenset[str] | None = None,
     split: str = "train",
+    style: str = "lines",
 ) -> _Draw:
     """The first ``count`` entries of the stream ``seed`` that ``keep`` accepts; with ``exclude`` (held-out
     rows), only distinct questions not in it. A dataset's size can change its entries (gsm_symbolic draws
@@ -130,7 +136,7 @@ def _draw(
         dataset = gym.task_dataset(task, settings, seed, size)
         rows, taken = [], set(exclude or ())
         for index in range(size):
-            row = _row(task, settings, dataset, index, rule, split)
+            row = _row(task, settings, dataset, index, rule, split, style)
             if not keep(row) or (exclude is not None and row["question"] in taken):
                 continue
             rows.append(row)
@@ -142,9 +148,9 @@ def _draw(
 
 
 def _row(task: str, settings: dict[str, Any], dataset: Any, index: int, rule: TemplateRule | None,
-         split: str) -> dict[str, Any]:  # fmt: skip
+         split: str, style: str) -> dict[str, Any]:  # fmt: skip
     entry = dataset[index]
-    working = WORKINGS[task](entry) if task in WORKINGS else None
+    working = WORKINGS[task](entry, style) if task in WORKINGS else None
     answer = str(entry["answer"]) if entry.get("answer") is not None else ""
     return {
         "question": str(entry["question"]),
@@ -155,7 +161,18 @@ def _row(task: str, settings: dict[str, Any], dataset: Any, index: int, rule: Te
         "task": task,
         "template": rule.template_of(dataset, index) if rule else -1,
         "reasoning_gym_entry": gym.entry_ref(task, settings, dataset.seed, dataset.size, index),
+        "difficulty": json.dumps(difficulty(entry), sort_keys=True),
     }
+
+
+def difficulty(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry's own values of the settings its task varies (the keys of ``metadata["difficulty"]`` the
+    metadata also holds), e.g. ``{"num_terms": 3, "num_digits": 2}``; ``{}`` for a task that reports none."""
+    metadata = entry.get("metadata") or {}
+    ranges = metadata.get("difficulty")
+    if not isinstance(ranges, dict):  # gsm_symbolic: one number, not the settings
+        return {}
+    return {key: metadata[key] for key in ranges if isinstance(metadata.get(key), (int, float, str))}
 
 
 def _check_streams(task: str, train: tuple[int, int], heldout: tuple[int, int]) -> None:

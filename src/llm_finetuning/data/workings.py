@@ -12,12 +12,19 @@ sloppy generated solution) is dropped and counted (the ``solution_agrees`` stage
   expression (left to right, each operation once its operands are known), so a chain of sums is a running
   sum and a product is worked out before the sum that uses it; correct by construction.
   ``basic_arithmetic`` writes ``/`` for floor division (it evaluates ``//``), so the working does too.
+  Two styles (``data.reasoning_gym.working``): ``lines`` writes each operation alone (``6 - 0 = 6``,
+  ``6 + 5 = 11``); ``rewrite`` writes, on each line, the whole expression left with its first operation done
+  (``6 - 0 + 5 = 6 + 5``, ``6 + 5 = 11``), so the terms still to add stay in sight and the working cannot end
+  while one is left. ``rewrite`` applies to flat chains of ``+`` and ``-`` (chain_sum); anything else keeps
+  ``lines``.
 
 ``WORKINGS`` maps a reasoning-gym task to its worked solution; a task that is not there has none (GRPO
 can still use it).
 
     >>> expression_working("12 + 5 - 3 * 2")
     Working(text='12 + 5 = 17\\n3 * 2 = 6\\n17 - 6 = 11', answer='11')
+    >>> expression_working("6 - 0 + 5", style="rewrite")
+    Working(text='6 - 0 + 5 = 6 + 5\\n6 + 5 = 11', answer='11')
     >>> gsm8k_working("Half of 48 is 48/2 = <<48/2=24>>24.\\n#### 24")
     Working(text='Half of 48 is 48/2 = 24.', answer='24')
 """
@@ -34,7 +41,9 @@ from typing import Any
 from ..grading.extract import gold_answer, parse_number
 from ..grading.normalize import without_thousands
 
-__all__ = ["WORKINGS", "Working", "agrees", "expression_working", "gsm8k_answer", "gsm8k_working"]
+__all__ = ["STYLES", "WORKINGS", "Working", "agrees", "expression_working", "gsm8k_answer", "gsm8k_working"]
+
+STYLES = ("lines", "rewrite")  # how an arithmetic expression is worked (module docstring)
 
 
 @dataclass(frozen=True)
@@ -69,16 +78,51 @@ _OPERATORS: dict[type, tuple[str, Callable[[int, int], int]]] = {
 }
 
 
-def expression_working(expression: str) -> Working | None:
+def expression_working(expression: str, style: str = "lines") -> Working | None:
     """One line per operation of an integer expression (``+ - * /``, parentheses, negation), in evaluation
-    order; ``None`` for anything else (a division by zero, a name, a float)."""
+    order, in ``style`` (module docstring); ``None`` for anything else (a division by zero, a name, a float)."""
     try:
         tree = ast.parse(expression.strip(), mode="eval").body
+        chain = _flat_chain(tree) if style == "rewrite" else None
+        if chain is not None:
+            return _rewrite(chain)
         steps: list[str] = []
         value = _reduce(tree, steps)
     except (SyntaxError, ValueError, ZeroDivisionError, RecursionError):
         return None
     return Working("\n".join(steps) or f"{expression.strip()} = {value}", str(value))
+
+
+def _flat_chain(node: ast.AST) -> list[tuple[str, int]] | None:
+    """``a + b - c`` as ``[("+", a), ("+", b), ("-", c)]``: non-negative literals joined by ``+`` and ``-`` only
+    (evaluated left to right); ``None`` for anything else."""
+    if isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 0:
+        return [("+", node.value)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        left = _flat_chain(node.left)
+        right = node.right
+        if left is None or not (isinstance(right, ast.Constant) and type(right.value) is int and right.value >= 0):
+            return None
+        return [*left, ("+" if isinstance(node.op, ast.Add) else "-", right.value)]
+    return None
+
+
+def _rewrite(chain: list[tuple[str, int]]) -> Working:
+    """Each line: the expression left, ``=``, the same with its first operation done."""
+    lines, value, rest = [], chain[0][1], chain[1:]
+    if not rest:
+        return Working(f"{value} = {value}", str(value))
+    while rest:
+        before = _chain_text(value, rest)
+        sign, term = rest[0]
+        value = value + term if sign == "+" else value - term
+        rest = rest[1:]
+        lines.append(f"{before} = {_chain_text(value, rest)}")
+    return Working("\n".join(lines), str(value))
+
+
+def _chain_text(first: int, rest: list[tuple[str, int]]) -> str:
+    return " ".join([str(first), *(f"{sign} {term}" for sign, term in rest)])
 
 
 def _reduce(node: ast.AST, steps: list[str]) -> int:
@@ -109,18 +153,18 @@ def agrees(reached: str | None, answer: str | None) -> bool:
     return a == b if a is not None and b is not None else reached.strip() == answer.strip()
 
 
-def _gsm_symbolic(entry: dict[str, Any]) -> Working | None:
+def _gsm_symbolic(entry: dict[str, Any], style: str = "lines") -> Working | None:
     cot = str(entry.get("metadata", {}).get("answer_cot") or "")
     return gsm8k_working(cot) if "####" in cot else None
 
 
-def _expression_entry(entry: dict[str, Any]) -> Working | None:
+def _expression_entry(entry: dict[str, Any], style: str = "lines") -> Working | None:
     expression = entry.get("metadata", {}).get("expression")
-    return expression_working(str(expression)) if expression else None
+    return expression_working(str(expression), style) if expression else None
 
 
-# reasoning-gym task -> its worked solution from an entry (None: this entry has none)
-WORKINGS: dict[str, Callable[[dict[str, Any]], Working | None]] = {
+# reasoning-gym task -> its worked solution from an entry, in a style (None: this entry has none)
+WORKINGS: dict[str, Callable[[dict[str, Any], str], Working | None]] = {
     "gsm_symbolic": _gsm_symbolic,
     "chain_sum": _expression_entry,
     "basic_arithmetic": _expression_entry,

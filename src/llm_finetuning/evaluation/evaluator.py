@@ -25,15 +25,32 @@ from ..generation import SamplingSettings, generation_budget
 from ..generation.settings import Progress
 from ..progress import ProgressView, log_samples
 from .judge import CompletionJudge
-from .scoring import figures, sample_answers, score_problems
+from .scoring import by_difficulty, figures, sample_answers, score_problems
 from .sharding import generate_sharded, own_share
 
 logger = logging.getLogger(__name__)
 
 # The figures a run records per evaluation (summary.json "eval", metrics.jsonl): the greedy ones, plus the
-# answer accuracy of the k samples as sampled_answer_accuracy (avg@k).
+# answer accuracy of the k samples as sampled_answer_accuracy (avg@k); and, where the problems report their
+# difficulty (a reasoning-gym task's settings), both per value of each setting as by_difficulty.
 RECORDED = ("n", "format_accuracy", "answer_accuracy", "sampled_answer_accuracy", "reasoning_present",
             "avg_reasoning_length", "avg_total_reward")
+
+
+def _cell(value: str, cell: dict[str, Any]) -> str:
+    sampled = cell.get("sampled_answer_accuracy")
+    return f"{value}: {cell['answer_accuracy']:.3f}" + ("" if sampled is None else f"/{sampled:.3f}") + f" (n={cell['n']})"
+
+
+def difficulty_scalars(figures: dict[str, Any]) -> dict[str, float]:
+    """``by_difficulty`` as flat metrics.jsonl figures: ``answer_accuracy/num_terms=3`` and its sampled twin."""
+    flat = {}
+    for setting, values in figures.get("by_difficulty", {}).items():
+        for value, cell in values.items():
+            for key in ("answer_accuracy", "sampled_answer_accuracy"):
+                if cell.get(key) is not None:
+                    flat[f"{key}/{setting}={value}"] = cell[key]
+    return flat
 
 
 @dataclass
@@ -85,11 +102,14 @@ class Evaluator:
         with ProgressView(f"eval {label}", total, unit="completion") as view:
             rows = self.score(engine, label, progress=view.advance)
             greedy = figures(rows)
-            sampled_accuracy = None  # not a copy of the greedy figure when no samples are drawn
+            sampled_accuracy, sampled_rows = None, None  # not a copy of the greedy figure when no samples are drawn
             if sampled:
                 sampled_rows = self.score(engine, label, sampled=True, progress=view.advance)
                 sampled_accuracy = figures(sampled_rows)["answer_accuracy"]
             result = {key: greedy.get(key) for key in RECORDED} | {"sampled_answer_accuracy": sampled_accuracy}
+            sizes = by_difficulty(rows, sampled_rows)
+            if sizes:
+                result["by_difficulty"] = sizes
             view.close(result=f"answer {result['answer_accuracy']:.3f}")
         logger.info(
             "eval %s: n=%d format %.3f answer %.3f sampled %s reward %.2f (%.1fs, %s engine)",
@@ -97,6 +117,8 @@ class Evaluator:
             "-" if sampled_accuracy is None else f"{sampled_accuracy:.3f}", result["avg_total_reward"],
             time.perf_counter() - started, engine.name,
         )
+        for setting, values in sizes.items():
+            logger.info("  by %s: %s", setting, ", ".join(_cell(value, cell) for value, cell in values.items()))
         samples = sample_answers(rows, self.shown)
         log_samples(samples)
         return Evaluation(result, samples)

@@ -17,6 +17,7 @@ wherever it is printed. The names, for ``n`` problems with ``k`` completions eac
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -25,7 +26,9 @@ from typing import Any
 from ..generation import Completion
 from .judge import CompletionJudge
 
-BREAKDOWN_COLUMNS = ("subject", "level")  # metadata the data layer keeps (MATH: subject/type, level)
+# metadata the data layer keeps: MATH's subject/type and level; a reasoning-gym task's difficulty (its own values of
+# the settings it varies, as JSON: {"num_terms": 3, "num_digits": 2})
+BREAKDOWN_COLUMNS = ("subject", "level", "difficulty")
 
 
 def score_problems(
@@ -104,16 +107,59 @@ def sample_answers(results: Sequence[dict[str, Any]], count: int) -> list[dict[s
 
 
 def breakdowns(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """The figures per value of each breakdown column the results carry (e.g. per subject, per level)."""
+    """The figures per value of each breakdown column the results carry (per subject, per level, per value of each
+    difficulty setting: ``num_terms``, ``num_digits``)."""
     tables: dict[str, dict[str, dict[str, Any]]] = {}
-    for column in BREAKDOWN_COLUMNS:
-        if not results or column not in results[0]:
-            continue
-        groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for result in results:
-            groups[str(result[column])].append(result)
-        tables[column] = {value: _short(figures(members)) for value, members in sorted(groups.items())}
+    for column, members in _groups(results).items():
+        tables[column] = {value: _short(figures(rows)) for value, rows in sorted(members.items())}
     return tables
+
+
+def by_difficulty(greedy: Sequence[dict[str, Any]], sampled: Sequence[dict[str, Any]] | None = None,
+                  ) -> dict[str, dict[str, dict[str, Any]]]:  # fmt: skip
+    """Greedy (and sampled) answer accuracy per value of each difficulty setting: ``{"num_terms": {"2": {"n": 120,
+    "answer_accuracy": 0.59, "sampled_answer_accuracy": 0.52}, "3": ...}}``; ``{}`` when the problems report none."""
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    greedy_groups = {k: v for k, v in _groups(greedy).items() if k not in ("subject", "level")}
+    sampled_groups = _groups(sampled) if sampled else {}
+    for setting, members in greedy_groups.items():
+        table[setting] = {}
+        for value, rows in sorted(members.items(), key=lambda item: _natural(item[0])):
+            cell = {"n": len(rows), "answer_accuracy": _mean(rows, "correct", 4)}
+            if sampled:
+                cell["sampled_answer_accuracy"] = _mean(sampled_groups[setting][value], "correct", 4)
+            table[setting][value] = cell
+    return table
+
+
+def _groups(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Results grouped per breakdown: column (a difficulty setting for ``difficulty``) -> value -> rows."""
+    groups: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for result in results:
+        for column in BREAKDOWN_COLUMNS:
+            if column not in result or result[column] is None:
+                continue
+            if column == "difficulty":
+                for setting, value in _settings(result[column]).items():
+                    groups[setting][str(value)].append(result)
+            else:
+                groups[column][str(result[column])].append(result)
+    return {column: dict(members) for column, members in groups.items()}
+
+
+def _settings(text: Any) -> dict[str, Any]:
+    try:
+        settings = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def _natural(value: str) -> tuple[int, float | str]:
+    try:
+        return 0, float(value)
+    except ValueError:
+        return 1, value
 
 
 def _short(summary: dict[str, Any]) -> dict[str, Any]:

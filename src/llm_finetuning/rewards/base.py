@@ -94,6 +94,8 @@ class Reward:
         """``value`` converted to the field's type by the config loader's checker; a reward's tuple
         fields (immutable defaults) are checked as the lists a config gives."""
         where = f"{self.name}: parameter '{param}'"
+        if isinstance(value, float) and not math.isfinite(value):
+            raise RewardParamError(f"{where} must be a finite number (got {value!r})")
         try:
             if typing.get_origin(hint) is tuple:
                 items = list(value) if isinstance(value, tuple) else value
@@ -102,8 +104,6 @@ class Reward:
                 value = convert(hint, value, where)
         except ConfigError as exc:
             raise RewardParamError(str(exc)) from None
-        if isinstance(value, float) and not math.isfinite(value):
-            raise RewardParamError(f"{where} must be a finite number (got {value!r})")
         return value
 
     def validate(self) -> None:

@@ -37,6 +37,7 @@ __all__ = ["CISPO_EPSILON_HIGH", "GRPO_SETTINGS", "SFT_SETTINGS", "check_trainer
 # the data, the vLLM engine settings only apply to an engine, the importance-sampling correction follows its
 # rule, and the rest are resolved against Unsloth's rewrites.
 _DECIDED_HERE = frozenset({"eval_strategy", "eval_steps", "use_vllm", "max_completion_length", "vllm_mode",
+                           "multi_objective_aggregation",
                            "vllm_enable_sleep_mode", "vllm_gpu_memory_utilization", "epsilon_high",
                            "scale_rewards", "optim", "vllm_importance_sampling_correction"})
 # CISPO clamps the importance weight at epsilon_high itself (not 1 + epsilon_high), so TRL's fallback to
@@ -52,7 +53,8 @@ GRPO_SETTINGS = ("max_steps", "per_device_train_batch_size", "gradient_accumulat
                  "generation_batch_size", "steps_per_generation", "max_completion_length", "learning_rate",
                  "lr_scheduler_type", "warmup_steps", "weight_decay", "optim", "max_grad_norm", "bf16", "fp16",
                  "gradient_checkpointing", "loss_type", "importance_sampling_level", "beta", "epsilon",
-                 "epsilon_high", "scale_rewards", "mask_truncated_completions", "temperature", "top_p", "top_k",
+                 "epsilon_high", "scale_rewards", "multi_objective_aggregation", "mask_truncated_completions",
+                 "temperature", "top_p", "top_k",
                  "min_p", "reward_weights", "use_vllm", "vllm_mode", "vllm_enable_sleep_mode",
                  "vllm_importance_sampling_correction", "vllm_importance_sampling_mode", "seed",
                  "parallel_mode", "world_size")  # fmt: skip  (the last two: whether the trainer wraps the model in DDP)
@@ -126,6 +128,9 @@ def grpo_arguments(
         "top_k": sampling.top_k if sampling.top_k > 0 else (-1 if use_vllm else 0),
         "min_p": sampling.min_p or None,
         "reward_weights": reward_weights,
+        # TRL normalises within groups after summing (ours: sum, and gated, which replaces the result) or before
+        "multi_objective_aggregation": "normalize_then_sum" if section.advantages == "normalize_then_sum"
+        else "sum_then_normalize",
         "use_vllm": use_vllm,
         "log_completions": False,
         **resolved_against_unsloth(section, unsloth_compiled=hasattr(GRPOConfig, "_unsloth_patched_rl_config")),

@@ -17,8 +17,10 @@ from typing import Any
 
 from ..config import PipelineConfig
 from ..data import GRPOData
+from ..evaluation.judge import CompletionJudge
 from ..model import ModelManager
 from ..vllm_engine import EngineOwner, importance_sampling
+from . import advantages
 from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
 from .importance import correct_in_loss
@@ -77,6 +79,9 @@ class GRPOPhase(TrainingPhase):
             trl.adopt(trainer, self.engines, process_group_existed)
         if rollouts in ("trl_colocate", "trl_server"):  # TRL's own loss; Unsloth's compiled trainer has its own
             correct_in_loss(trainer)
+        section = self.config.grpo_training
+        judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
+        advantages.install(trainer, section.advantages, section.tie_weight, judge.is_correct)
         return trainer
 
     def _trainer(self, trainer_class: type, arguments: Any) -> Any:

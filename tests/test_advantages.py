@@ -1,0 +1,67 @@
+"""How rewards become advantages (training/advantages.py): the correctness gate and the group figures, on literal
+groups; and a tiny GRPO run with the gate, through TRL's real trainer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from llm_finetuning.training.advantages import gated_advantages, group_figures
+
+G = 4
+
+
+def adv(correct, shaped, scale="group", tie_weight=0.0):
+    return gated_advantages(torch.tensor(correct, dtype=torch.float), torch.tensor(shaped, dtype=torch.float), G,
+                            scale, tie_weight).tolist()  # fmt: skip
+
+
+def test_an_all_wrong_group_with_differing_format_rewards_gets_no_advantage():
+    assert adv([0, 0, 0, 0], [3.0, 1.5, 0.0, -2.0]) == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_where_correctness_differs_it_alone_decides():
+    advantages = adv([1, 0, 0, 1], [0.0, 9.0, 9.0, 0.0])  # the wrong answers formatted best: still pushed down
+    assert advantages[0] > 0 and advantages[3] > 0 and advantages[1] < 0 and advantages[2] < 0
+    assert advantages[0] == pytest.approx(-advantages[1])
+
+
+def test_in_a_tied_group_the_rewards_speak_at_tie_weight():
+    tied = adv([1, 1, 1, 1], [2.0, 4.0, 4.0, 2.0], tie_weight=0.5)
+    plain = adv([1, 1, 1, 1], [2.0, 4.0, 4.0, 2.0], tie_weight=1.0)
+    assert tied == pytest.approx([p / 2 for p in plain]) and plain[1] > 0 > plain[0]
+
+
+def test_scale_none_keeps_the_centred_correctness():
+    assert adv([1, 0, 0, 0], [0.0] * 4, scale="none") == pytest.approx([0.75, -0.25, -0.25, -0.25])
+
+
+def test_group_figures_count_signal_ties_and_phantoms():
+    correct = torch.tensor([0., 0., 0., 0., 1., 1., 1., 1., 1., 0., 0., 0.])  # all wrong, all right, mixed
+    total = torch.tensor([1., 2., 1., 1., 5., 5., 5., 5., 5., 1., 1., 1.])  # the all-wrong one's rewards differ
+    advantages = gated_advantages(correct, total, G, "group", 0.0)
+    figures = group_figures(correct, total, advantages, G)
+    assert figures == pytest.approx({"groups/signal": 1 / 3, "groups/all_right": 1 / 3, "groups/all_wrong": 1 / 3,
+                                     "groups/phantom": 1 / 3, "groups/correct": 5 / 12})  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_gated_grpo_run_trains_and_records_its_groups(tmp_path, tiny_config):
+    from conftest import SIMPLE_SUMS
+
+    from llm_finetuning.pipeline import RunOptions, run
+
+    config = tiny_config(*SIMPLE_SUMS, "sft_training.max_steps=60", "grpo_training.max_steps=3",
+                         "grpo_training.per_device_train_batch_size=8", "grpo_training.num_generations=4",
+                         "grpo_training.max_completion_length=16", "grpo_training.advantages=gated",
+                         "grpo_training.logging_steps=1",
+                         "evaluation.num_samples=8", "evaluation.sampled_k=1", "data.synthetic.num_eval=8")  # fmt: skip
+    summary = run(config, RunOptions())
+    assert summary["phases"]["grpo"]["steps"] == 3
+    assert summary["phases"]["grpo"]["settings"]["multi_objective_aggregation"] == "sum_then_normalize"
+    logs = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    grpo = [record for record in logs if record["phase"] == "grpo" and "groups/signal" in record]
+    assert len(grpo) == 3
+    assert all(0 <= record["groups/phantom"] <= record["groups/all_wrong"] <= 1 for record in grpo)
