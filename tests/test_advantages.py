@@ -65,3 +65,22 @@ def test_a_gated_grpo_run_trains_and_records_its_groups(tmp_path, tiny_config):
     grpo = [record for record in logs if record["phase"] == "grpo" and "groups/signal" in record]
     assert len(grpo) == 3
     assert all(0 <= record["groups/phantom"] <= record["groups/all_wrong"] <= 1 for record in grpo)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_the_kl_reference_is_the_policy_grpo_starts_from(lora, tmp_path, tiny_config):
+    from conftest import SIMPLE_SUMS
+
+    from llm_finetuning.pipeline import RunOptions, run
+
+    adapter = ["model.lora={rank: 8, alpha: 16, target_modules: [q_proj, k_proj, v_proj, o_proj]}"] if lora else []
+    config = tiny_config(*SIMPLE_SUMS, *adapter, "sft_training.max_steps=40", "grpo_training.max_steps=1",
+                         "grpo_training.beta=0.1", "grpo_training.per_device_train_batch_size=8",
+                         "grpo_training.num_generations=4", "grpo_training.max_completion_length=16",
+                         "grpo_training.logging_steps=1", "evaluation.enabled=false")  # fmt: skip
+    summary = run(config, RunOptions())
+    assert summary["reference"]["model"] == "the policy GRPO starts from"
+    first = next(json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+                 if '"phase": "grpo"' in line and '"kl"' in line)  # fmt: skip
+    assert first["kl"] < 1e-6  # the first step's policy is the reference itself; the pre-SFT model is far from it

@@ -53,7 +53,7 @@ from .report import write_report
 from .rewards import build_rewards
 from .run_lock import RunLock
 from .run_outputs import RunRecorder
-from .training.arguments import check_trainer_settings
+from .training.arguments import check_trainer_settings, reference_record
 from .vllm_engine import EngineOwner, importance_sampling
 from .vllm_engine.server import wait_for_server
 from .vllm_engine.unsloth import request_standby
@@ -213,7 +213,8 @@ class Run:
         logger.info("GRPO rollouts: %s (%s)", rollouts, why)
         self.recorder.set(backend=backend.name, backend_reason=backend.reason, precision=precision,
                           rollouts={"engine": rollouts, "reason": why},
-                          importance_sampling=importance_sampling(self.config, rollouts).record())  # fmt: skip
+                          importance_sampling=importance_sampling(self.config, rollouts).record(),
+                          reference=reference_record(self.config))  # fmt: skip
         if self.deepspeed_config is not None:  # did ZeRO-3 partition the weights as they loaded?
             self.recorder.summary["processes"]["weights_partitioned"] = is_partitioned(self.manager.model)
 

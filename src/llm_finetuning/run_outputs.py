@@ -71,6 +71,7 @@ class RunRecorder:
             "precision": None,  # the weights' dtype and the autocast training used, and why
             "rollouts": None,  # what GRPO generated its completions with, and why
             "importance_sampling": None,  # GRPO's correction for the vLLM engine's probabilities, and why
+            "reference": None,  # what GRPO's KL term (beta) anchors the policy to, and why
             "processes": previous.get("processes"),  # num_processes, launcher, zero_stage: set when the run starts
             "device": device_description(),
             "cpu": cpu_description(),  # model, kernel flags, torch's vector capability, threads

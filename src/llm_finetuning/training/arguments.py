@@ -30,7 +30,7 @@ from ..model.hardware import mixed_precision, on_cuda, optimizer
 from ..vllm_engine import importance_sampling
 
 __all__ = ["CISPO_EPSILON_HIGH", "GRPO_SETTINGS", "SFT_SETTINGS", "check_trainer_settings", "grpo_arguments",
-           "same_named_fields", "sft_arguments", "trainer_settings"]  # fmt: skip
+           "reference_record", "same_named_fields", "sft_arguments", "trainer_settings"]  # fmt: skip
 
 # Fields of our sections that TRL also has but that we decide ourselves (see grpo_arguments):
 # evaluation runs in our own callback, use_vllm and max_completion_length are resolved from the backend and
@@ -177,3 +177,15 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     return value if isinstance(value, (bool, int, float, str)) or value is None else str(value)
+
+
+def reference_record(config: PipelineConfig) -> dict[str, str]:
+    """What GRPO's KL term anchors the policy to (``grpo_training.beta``), for summary.json."""
+    if config.grpo_training.beta == 0:
+        return {"model": "none", "reason": "grpo_training.beta is 0: no KL term"}
+    if config.model.uses_lora:
+        return {"model": "the policy GRPO starts from", "reason": "TRL copies the starting adapter (SFT's) into a "
+                "frozen 'ref' adapter when it is given a PEFT model and beta > 0"}  # fmt: skip
+    return {"model": "the policy GRPO starts from", "reason": "a frozen copy of the fine-tuned weights replaces "
+            "the base model TRL would load from its path (the model before SFT)"}  # fmt: skip
+

@@ -82,6 +82,8 @@ class GRPOPhase(TrainingPhase):
         section = self.config.grpo_training
         judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
         advantages.install(trainer, section.advantages, section.tie_weight, judge.is_correct)
+        if trainer.ref_model is not None:  # full fine-tuning: TRL loaded the base model from its path
+            trainer.ref_model = frozen_copy(trainer)
         return trainer
 
     def _trainer(self, trainer_class: type, arguments: Any) -> Any:
@@ -92,3 +94,13 @@ class GRPOPhase(TrainingPhase):
             train_dataset=self.data.train,
             processing_class=self.manager.tokenizer,
         )
+
+
+def frozen_copy(trainer: Any) -> Any:
+    """The policy as it stands (after SFT), frozen, as the KL term's reference: TRL would reload the model from its
+    path, which for a full fine-tune is the model before SFT."""
+    import copy
+
+    reference = copy.deepcopy(trainer.accelerator.unwrap_model(trainer.model)).eval()  # with TRL's fused head
+    reference.requires_grad_(False)
+    return trainer.accelerator.prepare_model(reference, evaluation_mode=True)
