@@ -127,7 +127,7 @@ def test_the_pipe_shows_no_bar_but_a_line_per_logging_step(consoles):
     grpo = next(line for line in lines if line.startswith("GRPO 2/4"))
     assert (
         "left: reward " in grpo
-        and "zero-std groups" in grpo
+        and "groups with signal" in grpo
         and "s/step; rewards: match_format_exactly" in grpo
     )
 

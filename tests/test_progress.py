@@ -78,6 +78,13 @@ def test_grpo_figures_show_the_reward_its_answer_part_zero_std_length_and_step_t
     )
 
 
+def test_grpo_figures_show_the_share_right_and_the_groups_with_signal_where_the_run_counts_them():
+    logs = {**GRPO_LOG, "groups/correct": 0.41, "groups/signal": 0.625}
+    bar, line = metrics_figures("grpo", logs, {"answer_rewards": {"check_answer": 1.0}})
+    assert bar == "reward 2.75, answer -0.25, right 0.41, signal 0.62, len 28.8, 0.33s/step"
+    assert line.startswith("reward 2.75, answer part -0.25, right 0.41, groups with signal 0.62, completion 28.8")
+
+
 def test_sft_figures_show_loss_token_accuracy_and_tokens_per_second():
     logs = {"loss": 1.16436, "mean_token_accuracy": 0.6809, "num_tokens": 77952.0, "grad_norm": 1.67}
     assert metrics_figures("sft", logs, {"tokens_per_second": 8613.8}) == (

@@ -40,20 +40,23 @@ from .distributed import (
     rank,
     run_on_main,
 )
-from .errors import PipelineError, TrainingInterrupted
+from .errors import DataError, PipelineError, TrainingInterrupted
 from .evaluation.evaluator import Evaluator, difficulty_scalars
 from .evaluation.judge import CompletionJudge
 from .generation.engines import HFEngine, open_engine
 from .logging_setup import quiet_libraries, setup_logging
 from .model import Backend, ModelManager, choose_backend
 from .model.adapters import check_replaceable
+from .model.card import CARD_FILE, model_card
 from .model.hardware import free_memory, on_cuda, precision_record
 from .model.sources import base_model_path
 from .report import write_report
 from .rewards import build_rewards
 from .run_lock import RunLock
-from .run_outputs import RunRecorder
+from .run_outputs import RunRecorder, format_table
+from .trackers import Trackers
 from .training.arguments import check_trainer_settings, reference_record
+from .training.selection import held_out_warning
 from .vllm_engine import EngineOwner, importance_sampling
 from .vllm_engine.server import wait_for_server
 from .vllm_engine.unsloth import request_standby
@@ -106,23 +109,26 @@ def _run_locked(config: PipelineConfig, options: RunOptions, output_dir: Path, l
         run_on_main(lambda: wait_for_server(config.grpo_training))  # fail now, not when GRPO starts
     backend.prepare()  # Unsloth is imported here, before anything imports trl or transformers
     quiet_libraries(main=is_main_process())  # their bars and chatter off where they start (unless --verbose)
-    story = Run(config, recorder, backend)
+    trackers = Trackers.start(config, output_dir, writes=is_main_process())
+    story = Run(config, recorder, backend, trackers)
     try:
         story.steps(options)
     except (TrainingInterrupted, KeyboardInterrupt):  # stopped in a phase (a checkpoint saved) or outside one
-        _finish(recorder, time.perf_counter() - started, complete=False)
+        _finish(recorder, trackers, time.perf_counter() - started, complete=False)
         raise
     finally:
         story.free()  # the model and any vLLM engine go with the run, not with the process
-    summary = _finish(recorder, time.perf_counter() - started, complete=True)
+    summary = _finish(recorder, trackers, time.perf_counter() - started, complete=True)
     if is_main_process():
         recorder.print_table()
     return summary
 
 
-def _finish(recorder: RunRecorder, seconds: float, complete: bool) -> dict[str, Any]:
-    """The final summary.json and plot, then report.html of both (complete, stopped, or resumed to the end)."""
+def _finish(recorder: RunRecorder, trackers: Trackers, seconds: float, complete: bool) -> dict[str, Any]:
+    """The final summary.json and plot, then report.html of both (complete, stopped, or resumed to the end), and
+    the before/after table to the trackers."""
     summary = recorder.finish(seconds, complete=complete)
+    trackers.finish(format_table(summary))
     if recorder.writes:
         try:
             write_report(recorder.output_dir, summary)
@@ -140,6 +146,19 @@ def _start_outputs(config: PipelineConfig, output_dir: Path, options: RunOptions
         check_replaceable(config.grpo_adapter_path)
     write_text_atomic(output_dir / "config.yaml", config.to_yaml())
     return RunRecorder.start(output_dir, resume=options.resume)
+
+
+def selection_evaluator(config: PipelineConfig, validation: Any, judge: CompletionJudge,
+                        budget: int) -> Evaluator | None:  # fmt: skip
+    """The evaluator of ``evaluation.selection_samples``: the held-out problems after the reported ones."""
+    count, start = config.evaluation.selection_samples, config.evaluation.num_samples
+    if not count:
+        return None
+    if len(validation) < start + count:
+        raise DataError(f"evaluation.selection_samples: {count} problems after the {start} reported need "
+                        f"{start + count} held-out problems, and there are {len(validation)}; raise the held-out "
+                        "count (data.reasoning_gym.num_eval, data.synthetic.num_eval) or lower selection_samples")  # fmt: skip
+    return Evaluator.from_config(config, validation.select(range(start, start + count)), judge, budget, limit=count)
 
 
 def _check_processes(backend: Backend, recorder: RunRecorder, launch: Any) -> None:
@@ -160,8 +179,10 @@ def _check_processes(backend: Backend, recorder: RunRecorder, launch: Any) -> No
 class Run:
     """One run's working state: the model, its vLLM engine, the GRPO data and the evaluator its steps share."""
 
-    def __init__(self, config: PipelineConfig, recorder: RunRecorder, backend: Backend) -> None:
+    def __init__(self, config: PipelineConfig, recorder: RunRecorder, backend: Backend,
+                 trackers: Trackers | None = None) -> None:  # fmt: skip
         self.config, self.recorder = config, recorder
+        self.trackers = trackers or Trackers({})
         self.reward_funcs, self.reward_weights = build_rewards(config.rewards, config.prompt)
         check_trainer_settings(config, backend)  # before minutes of loading, not after SFT
         self.manager = ModelManager(config, backend)
@@ -171,6 +192,10 @@ class Run:
         self.evaluator: Evaluator | None = None
         self._sft_data: Any = None
         self.deepspeed_config: Any = None  # held while the model lives (ZeRO-3 partitions at load)
+        self.selector: Evaluator | None = None  # evaluation.selection_samples: what the evaluations in GRPO score
+        self.best: Any = None  # grpo_training.keep_best: training.selection.BestWeights
+        self.grpo_start: float | None = None  # greedy accuracy where GRPO started, on the problems it is scored on
+        self.warned_fall = False
 
     def steps(self, options: RunOptions) -> None:
         import transformers  # after the backend (pipeline.run imported Unsloth first when it is the backend)
@@ -232,6 +257,7 @@ class Run:
         self.evaluator = Evaluator.from_config(
             self.config, validation, judge, self.grpo_data.max_completion_length
         )
+        self.selector = selection_evaluator(self.config, validation, judge, self.grpo_data.max_completion_length)
         shared = self.manager.backend.rollouts(self.config) == "trl_colocate"  # evaluation shares TRL's engine
         self.engine, reason = open_engine(self.config.evaluation.engine, self.manager, self.engines,
                                           rollouts_use_vllm=shared)  # fmt: skip
@@ -258,21 +284,44 @@ class Run:
         GRPO goes to metrics.jsonl only, greedy, and keeps an engine of ours for the next (GRPO's memory holds
         it); outside GRPO an engine of ours is shut down after the evaluation, so SFT never holds one.
         """
-        if self.evaluator is None:
+        evaluator = self.selector if during_grpo and self.selector is not None else self.evaluator
+        if evaluator is None:
             return
         started = time.perf_counter()  # the engine's start counts: a user waits for it as for the answers
         with full_weights(self.manager.model) if model is None else contextlib.nullcontext(model) as current:
             engine = self.engine
             if isinstance(engine, HFEngine) and current is not self.manager.model:  # the trainer's unwrapped model
                 engine = HFEngine(self.manager, model=current)
-            evaluation = self.evaluator.evaluate(engine, stage, include_sampled=not during_grpo)
+            evaluation = evaluator.evaluate(engine, stage, include_sampled=not during_grpo)
         seconds = round(time.perf_counter() - started, 2)
         self.recorder.metrics.write("eval", step, {"stage": stage, **evaluation.figures, "seconds": seconds,
                                                    **difficulty_scalars(evaluation.figures)})
         self.recorder.record_samples(stage, step, evaluation.samples)
-        if not during_grpo:
+        self.trackers.evaluation(stage, step, evaluation.figures, [] if during_grpo else evaluation.samples)
+        if during_grpo:
+            self.watch_grpo(step, evaluation.figures)
+        else:
             self.recorder.record_eval(stage, evaluation.figures, evaluation.samples)
             self.engines.release_own()
+            run_on_main(lambda: self.write_card(stage))
+
+    def write_card(self, stage: str) -> None:
+        """The model card of the weights the stage scored, into their save (``model/card.py``)."""
+        folder = {"after_sft": self.config.sft_adapter_path, "after_grpo": self.config.grpo_adapter_path}.get(stage)
+        if folder is not None and folder.is_dir():
+            write_text_atomic(folder / CARD_FILE, model_card(self.recorder.summary, self.config.to_dict(), stage))
+
+    def watch_grpo(self, step: int, figures: dict[str, Any]) -> None:
+        """An evaluation during GRPO: the best weights so far kept (``keep_best``); a warning when it falls clearly
+        below where GRPO started."""
+        accuracy = figures["answer_accuracy"]
+        if self.grpo_start is None:
+            self.grpo_start = accuracy
+        elif (warning := held_out_warning(self.grpo_start, accuracy, figures["n"], step)) and not self.warned_fall:
+            self.warned_fall = True
+            logger.warning(warning)
+        if self.best is not None:
+            self.best.consider(step, accuracy, save=self.save)
 
     def finish_grpo_earlier(self, steps: int) -> None:
         """GRPO finished in an earlier run of this one (run_state.json): evaluate its adapter unless that was done
@@ -310,18 +359,67 @@ class Run:
     def train_grpo(self, resume: bool) -> int:
         from .training.grpo import GRPOPhase
 
+        if self.config.grpo_training.difficulty_band is not None:
+            self.keep_problems_within_band()
+        self.start_grpo_watch()
         phase = GRPOPhase(
             self.config, self.manager, self.engines, self.grpo_data, self.reward_funcs, self.reward_weights,
             self.recorder.metrics,
             evaluate=lambda model, step: self.evaluate(f"grpo_step_{step}", step, model=model, during_grpo=True),
         )  # fmt: skip
         result = phase.run(resume=resume, run_id=self.recorder.run_id)
+        if self.best is not None:
+            result.settings["kept_step"] = self.keep_best_weights(result.steps)
         save_path = self.config.grpo_adapter_path
         self.save(save_path)
         self.recorder.record_phase("grpo", result)
         self.recorder.set(save_path=str(save_path))
         self.recorder.state.mark_done("grpo", steps=result.steps)  # last: "done" means the summary has it all
         return result.steps
+
+    def start_grpo_watch(self) -> None:
+        """Where GRPO starts, on the problems its evaluations score: after SFT's figure, or (with
+        ``evaluation.selection_samples``) an evaluation of its own as step 0; and, with ``keep_best``, the choice an
+        earlier attempt of this run made."""
+        from .training.selection import BestWeights
+
+        if self.config.grpo_training.keep_best:
+            self.best = BestWeights.load(Path(self.config.output_dir) / "grpo" / "best",
+                                         self.config.sft_adapter_path, self.recorder.run_id)  # fmt: skip
+        after_sft = self.recorder.summary["eval"].get("after_sft")
+        if self.selector is not None:
+            self.evaluate("grpo_step_0", 0, during_grpo=True)
+        elif after_sft:
+            self.watch_grpo(0, after_sft)
+
+    def keep_best_weights(self, last_step: int) -> int:
+        """The last step scored like the others; the best of them loaded into the model. Returns its step."""
+        if self.best.step < last_step:  # a resumed run may have scored it already
+            self.evaluate(f"grpo_step_{last_step}", last_step, during_grpo=True)
+        if self.best.step != last_step:
+            with full_weights(self.manager.model, modifier_rank=0):
+                self.manager.load_adapter(self.best.weights())
+            logger.info("keep_best: the adapter of step %d (greedy %.3f) is kept, not the last step's", self.best.step,
+                        self.best.accuracy)  # fmt: skip
+        return self.best.step
+
+    def keep_problems_within_band(self) -> None:
+        """GRPO's training problems cut to those the starting policy sometimes solves (``training/difficulty.py``)."""
+        from .training.difficulty import keep_within_band
+
+        def scorer(problems: Any, samples: int) -> Evaluator:
+            judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
+            return Evaluator.from_config(self.config, problems, judge, self.grpo_data.max_completion_length,
+                                         limit=len(problems), sampled_k=samples, rollouts=True)  # fmt: skip
+
+        folder = Path(self.config.output_dir) / "grpo"
+        with full_weights(self.manager.model) as model:
+            engine = self.engine if not isinstance(self.engine, HFEngine) else HFEngine(self.manager, model=model)
+            kept, record = keep_within_band(self.config, self.grpo_data.train, scorer, engine, folder,
+                                            self.recorder.run_id)  # fmt: skip
+        self.grpo_data.train = kept
+        self.recorder.set(grpo_problems=record)
+        self.engines.release_own()
 
     def free(self) -> None:
         """End the run's vLLM engine, then drop the model (callers drop their own references). A failure to end

@@ -138,9 +138,16 @@ def _grpo_figures(logs: Mapping[str, Any], context: Mapping[str, Any]) -> tuple[
     reward, zero_std = _fixed(logs.get("reward")), _fixed(logs.get("frac_reward_zero_std"))
     length, step_time = _fixed(logs.get("completions/mean_length"), 1), _fixed(logs.get("step_time"))
     bar = [f"reward {reward}"] + ([f"answer {_fixed(answer)}"] if answer is not None else [])
-    bar += [f"zero-std {zero_std}", f"len {length}", f"{step_time}s/step"]
     line = [f"reward {reward}"] + ([f"answer part {_fixed(answer)}"] if answer is not None else [])
-    line += [f"zero-std groups {zero_std}", f"completion {length} tokens", f"{step_time} s/step"]
+    if "groups/signal" in logs:  # per group, whatever scale_rewards is (training/advantages.py)
+        right, signal = _fixed(logs.get("groups/correct")), _fixed(logs["groups/signal"])
+        bar += [f"right {right}", f"signal {signal}"]
+        line += [f"right {right}", f"groups with signal {signal}"]
+    else:
+        bar += [f"zero-std {zero_std}"]
+        line += [f"zero-std groups {zero_std}"]
+    bar += [f"len {length}", f"{step_time}s/step"]
+    line += [f"completion {length} tokens", f"{step_time} s/step"]
     rewards = ", ".join(f"{name} {_fixed(value)}" for name, value in parts.items())
     return ", ".join(bar), ", ".join(line) + (f"; rewards: {rewards}" if rewards else "")
 

@@ -13,6 +13,7 @@ from ..schema import (
     ConfigError,
     apply_override,
     build_dataclass,
+    closest,
     merge_onto_defaults,
     option,
     require,
@@ -25,11 +26,17 @@ from .training import GRPOTrainingConfig, SFTTrainingConfig, VLLMSamplingConfig
 
 @dataclass
 class RewardSpec:
-    """One reward function by registered name, with its weight and parameters."""
+    """One reward function by registered name (or your own function), with its weight and parameters."""
 
-    name: str = option("", "a name from llm_finetuning.rewards.available_rewards()")
+    name: str = option(
+        "", "a name from llm_finetuning.rewards.available_rewards(), or your own function as "
+        "package.module:function or ./file.py:function (docs/rewards.md)",
+    )
     weight: float = option(1.0, "multiplier in the summed reward")
-    params: dict[str, Any] = option(factory=dict, help="keyword arguments for the reward's factory")
+    params: dict[str, Any] = option(
+        factory=dict, help="keyword arguments for the reward (your own function's: passed on every call; "
+        "sandbox and timeout are the wrapper's)",
+    )
 
 
 def _notebook_rewards() -> list[RewardSpec]:
@@ -59,10 +66,22 @@ class EvaluationConfig:
     max_new_tokens: int | None = option(None, "null = GRPO's max_completion_length")
     batch_size: int = option(32, "prompts per generate() call (hf engine; vLLM schedules its own batches)")
     eval_before_sft: bool = option(True, "also score the untouched base model")
+    selection_samples: int = option(
+        0,
+        "held-out problems after the first num_samples that the evaluations during GRPO score (and "
+        "grpo_training.keep_best chooses on), so the reported after-GRPO figure is not the one a checkpoint was "
+        "chosen by; 0 = they score the reported problems",
+    )
     sample_answers: int = option(
         3,
         "held-out problems whose greedy answers every evaluation shows (console), records (metrics.jsonl, "
         "summary.json) and report.html puts side by side; the same problems each time; 0 = none",
+    )
+    sampling: VLLMSamplingConfig | None = option(
+        None,
+        "how the sampled accuracy samples (temperature, top_p, top_k, min_p); null = as GRPO's rollouts "
+        "(vllm_sampling). Rollouts should sample the whole distribution the loss trains (min_p 0); an evaluation "
+        "may sample as the model will be used",
     )
     engine: Literal["auto", "hf", "vllm"] = option(
         "auto",
@@ -76,6 +95,7 @@ class EvaluationConfig:
         require(self.sampled_k >= 1, "sampled_k", f"must be >= 1 (got {self.sampled_k})")
         require(self.batch_size > 0, "batch_size", f"must be > 0 (got {self.batch_size})")
         require(self.sample_answers >= 0, "sample_answers", f"must be >= 0 (got {self.sample_answers})")
+        require(self.selection_samples >= 0, "selection_samples", f"must be >= 0 (got {self.selection_samples})")
 
 
 @dataclass
@@ -84,7 +104,14 @@ class PipelineConfig:
 
     output_dir: str = option("outputs", "checkpoints, logs, metrics, plots and the final adapter")
     seed: int = option(3407, "global seed (torch, python, data)")
-    report_to: Literal["none", "tensorboard", "wandb", "trackio"] = option("none", "experiment tracker")
+    report_to: str | list[str] = option(
+        "none",
+        "experiment trackers, one or a list of what transformers reports to (tensorboard, wandb, trackio, mlflow, "
+        "...); tensorboard, wandb and trackio also get every evaluation, the sample answers and the before/after "
+        "table; none = no tracker",
+    )
+    run_name: str | None = option(None, "the run's name in the trackers; null = the output folder's name")
+    project: str = option("llm-finetuning", "the trackers' project (wandb, trackio)")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = option("INFO", "console and training.log level")
     num_threads: int | None = option(
         None,
@@ -111,6 +138,7 @@ class PipelineConfig:
 
     def __post_init__(self) -> None:
         require(bool(self.output_dir.strip()), "output_dir", "must name a folder (got an empty string)")
+        self.report_to = _trackers(self.report_to)
         _check_save_path(self.grpo_adapter_path, Path(self.output_dir).resolve())
         if self.num_threads is not None:
             require(
@@ -130,6 +158,11 @@ class PipelineConfig:
         _validate_reward_names(self.rewards)
 
     @property
+    def tracker_run_name(self) -> str:
+        """The run's name in the trackers: ``run_name``, else the output folder's name."""
+        return self.run_name or Path(self.output_dir).resolve().name
+
+    @property
     def grpo_adapter_path(self) -> Path:
         """Where GRPO's final adapter goes: ``grpo_training.save_path``, a relative one inside ``output_dir``."""
         path = Path(self.grpo_training.save_path)
@@ -147,10 +180,14 @@ class PipelineConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> PipelineConfig:
-        """Load ``path``, apply ``section.field=value`` overrides, validate; raise ConfigError on any problem."""
-        path = Path(path)
+        """Load ``path`` (or a shipped config by name: ``tiny``), apply ``section.field=value`` overrides, validate;
+        raise ConfigError on any problem."""
+        from ..resources import config_path, shipped_configs
+
+        path = config_path(path)
         if not path.is_file():
-            raise ConfigError(f"{path}: config file not found (see configs/ for examples)")
+            raise ConfigError(f"{path}: config file not found; give a YAML file, or a shipped config by name "
+                              f"({', '.join(shipped_configs())})")  # fmt: skip
         try:
             raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
@@ -179,6 +216,20 @@ class PipelineConfig:
 
     def replace(self, **changes: Any) -> PipelineConfig:
         return dataclasses.replace(self, **changes)
+
+
+def _trackers(value: str | list[str]) -> list[str]:
+    """``report_to`` as a list of known trackers (``none`` and ``[]``: none)."""
+    from ..trackers import TRACKERS
+
+    names = [value] if isinstance(value, str) else list(value)
+    names = [name for name in names if name != "none"]
+    for name in names:
+        if name not in TRACKERS:
+            match = closest(name, TRACKERS)
+            raise ConfigError(f"report_to: unknown tracker {name!r}; " + (f"did you mean {match}?" if match else
+                              f"known: {', '.join(TRACKERS)}"))  # fmt: skip
+    return names
 
 
 # What a run keeps in output_dir besides its final adapter: a save there would replace them.

@@ -27,6 +27,11 @@ class SFTTrainingConfig:
     logging_steps: int = option(5, "log every N steps")
     save_steps: int = option(50, "checkpoint every N steps")
     save_total_limit: int = option(2, "keep at most this many checkpoints")
+    trl: dict[str, Any] = option(
+        factory=dict,
+        help="any further TRL SFTConfig field by its name, passed as given (checked against the installed TRL; a "
+        "field this section has, or that the pipeline sets itself, is refused naming where it is set)",
+    )
 
     def __post_init__(self) -> None:
         _check_common_training(self)
@@ -65,6 +70,14 @@ class GRPOTrainingConfig:
     mask_truncated_completions: bool = option(
         False, "exclude completions cut at max_completion_length from the loss"
     )
+    difficulty_band: list[float] | None = option(
+        None,
+        "[low, high]: before GRPO, score each of the first difficulty_pool training problems with difficulty_samples "
+        "samples of the starting policy and keep those whose pass rate is within (groups that are all right or all "
+        "wrong teach nothing); null = every problem",
+    )
+    difficulty_samples: int = option(8, "difficulty_band: samples per problem to estimate its pass rate")
+    difficulty_pool: int = option(512, "difficulty_band: training problems scored (the first ones)")
     warmup_steps: float = option(0.1, "warmup: a float < 1 is a share of the steps, >= 1 a step count")
     lr_scheduler_type: str = option("linear", "transformers scheduler name")
     weight_decay: float = option(0.001, "AdamW weight decay")
@@ -75,6 +88,11 @@ class GRPOTrainingConfig:
     save_total_limit: int = option(2, "keep at most this many checkpoints")
     eval_strategy: Literal["no", "steps"] = option("steps", "evaluate on the validation split during GRPO")
     eval_steps: int = option(20, "evaluate every N steps")
+    keep_best: bool = option(
+        False,
+        "keep the adapter with the best greedy accuracy over the evaluations during GRPO (the start included, and "
+        "the last step) instead of the last one; summary.json says which step (see evaluation.selection_samples)",
+    )
     train_validation_split: float = option(0.9, "share of GRPO data used for training (rest = validation)")
     use_vllm: bool | None = option(
         None, "null = vLLM where it pays off: Unsloth's engine (fast_inference), CUDA with vllm, or a CPU with "
@@ -104,6 +122,12 @@ class GRPOTrainingConfig:
         "copy of the weights beside the training model; unsloth shares them and uses model.gpu_memory_utilization",
     )
     save_path: str = option("grpo_saved_lora", "final adapter; relative paths resolve inside output_dir")
+    trl: dict[str, Any] = option(
+        factory=dict,
+        help="any further TRL GRPOConfig field by its name (e.g. top_entropy_quantile, generation_kwargs), passed as "
+        "given (checked against the installed TRL; a field this section has, or that the pipeline sets itself, is "
+        "refused naming where it is set)",
+    )
 
     def __post_init__(self) -> None:
         _check_common_training(self)
@@ -119,8 +143,15 @@ class GRPOTrainingConfig:
             f"must be in (0, 1] (got {self.train_validation_split})",
         )
         require(self.eval_steps > 0, "eval_steps", f"must be > 0 (got {self.eval_steps})")
+        require(not (self.keep_best and self.eval_strategy == "no"), "keep_best",
+                "chooses among the evaluations during GRPO: set eval_strategy: steps, or keep_best: false")
         require(self.beta >= 0, "beta", f"must be >= 0 (got {self.beta})")
         require(self.tie_weight >= 0, "tie_weight", f"must be >= 0 (got {self.tie_weight})")
+        band = self.difficulty_band
+        require(band is None or (len(band) == 2 and 0 <= band[0] <= band[1] <= 1), "difficulty_band",
+                f"must be [low, high] with 0 <= low <= high <= 1, or null (got {band})")
+        require(self.difficulty_samples >= 2 and self.difficulty_pool > 0, "difficulty_samples",
+                "difficulty_samples must be >= 2 and difficulty_pool > 0")
         require(
             not (self.loss_type == "cispo" and self.epsilon_high is not None and self.epsilon_high < 1),
             "epsilon_high",

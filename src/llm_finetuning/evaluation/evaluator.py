@@ -75,9 +75,10 @@ class Evaluator:
     @classmethod
     def from_config(cls, config: PipelineConfig, problems: Any, judge: CompletionJudge,
                     computed_budget: int | None, *, limit: int | None = None,
-                    sampled_k: int | None = None) -> Evaluator:  # fmt: skip
+                    sampled_k: int | None = None, rollouts: bool = False) -> Evaluator:  # fmt: skip
         """The run's evaluator: the first ``limit`` problems (``evaluation.num_samples``), greedy plus ``sampled_k``
-        samples each (``evaluation.sampled_k``) at the GRPO sampling settings."""
+        samples each (``evaluation.sampled_k``) at evaluation's sampling settings (``evaluation.sampling``, else
+        GRPO's; with ``rollouts``, GRPO's own: a pass rate as GRPO's groups will see it)."""
         from ..grading import start_worker
 
         start_worker()  # the grader's symbolic worker starts now, not at the first comparison that needs it
@@ -89,7 +90,7 @@ class Evaluator:
             judge,
             SamplingSettings(greedy=True, max_new_tokens=budget),
             SamplingSettings.from_config(config, num_samples=sampled_k or evaluation.sampled_k,
-                                         max_new_tokens=budget, seed=config.seed),
+                                         max_new_tokens=budget, seed=config.seed, evaluation=not rollouts),
             batch_size=evaluation.batch_size,
             shown=evaluation.sample_answers,
         )

@@ -53,10 +53,12 @@ class SamplingSettings:
 
     @classmethod
     def from_config(
-        cls, config: PipelineConfig, *, num_samples: int, max_new_tokens: int, seed: int | None = None
+        cls, config: PipelineConfig, *, num_samples: int, max_new_tokens: int, seed: int | None = None,
+        evaluation: bool = False,
     ) -> SamplingSettings:
-        """Sampling as GRPO does it: the config's ``vllm_sampling`` settings, ``num_samples`` per prompt."""
-        sampling = config.vllm_sampling
+        """Sampling as GRPO does it: the config's ``vllm_sampling`` settings, ``num_samples`` per prompt; with
+        ``evaluation``, evaluation's own (``evaluation.sampling``) where the config gives them."""
+        sampling = (config.evaluation.sampling if evaluation else None) or config.vllm_sampling
         return cls(
             greedy=False,
             num_samples=num_samples,

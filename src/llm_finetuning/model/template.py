@@ -30,11 +30,9 @@ import jinja2
 
 from ..config import PromptConfig
 from ..errors import ModelError
+from ..resources import packaged
 
-__all__ = ["PROJECT_ROOT", "apply_chat_template_to", "check_tags_written", "render_chat_template",
-           "resolve_template_path"]
-
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
+__all__ = ["apply_chat_template_to", "check_tags_written", "render_chat_template", "resolve_template_path"]
 
 
 def _jinja_string(value: str) -> str:
@@ -59,9 +57,11 @@ CHATML_TURN = "<|im_start|>"
 
 
 def resolve_template_path(template: str | Path) -> Path:
-    """Find the template file: absolute, else relative to the working directory, else to the project root."""
+    """Find the template file: absolute, else relative to the working directory, else one the package ships
+    (``templates/chat_template.jinja``, installed or in the repository)."""
     path = Path(template)
-    candidates = [path] if path.is_absolute() else [Path.cwd() / path, PROJECT_ROOT / path]
+    shipped = None if path.is_absolute() else packaged(path)
+    candidates = [path] if path.is_absolute() else [Path.cwd() / path, *([shipped] if shipped else [])]
     for candidate in candidates:
         if candidate.is_file():
             return candidate

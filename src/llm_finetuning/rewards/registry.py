@@ -24,6 +24,7 @@ from .base import Reward, RewardParamError, did_you_mean
 from .format_rewards import MatchFormatApproximately, MatchFormatExactly, ThinkAnswerFormat
 from .gym_rewards import ReasoningGymScore
 from .other_rewards import ReasoningSteps, RepetitionPenalty
+from .plugin import PluginReward, is_plugin_name
 from .xml_rewards import Correctness, IntAnswer, SoftFormat, StrictFormat, XmlCount
 
 REWARDS: dict[str, type[Reward]] = {
@@ -70,6 +71,7 @@ def reward_class(name: str) -> type[Reward]:
     if not isinstance(name, str) or name not in REWARDS:
         raise UnknownRewardError(
             f"unknown reward {name!r}{did_you_mean(str(name), REWARDS)}; valid rewards: {', '.join(available_rewards())}"
+            ", or your own as module:function or file.py:function"
         )
     return REWARDS[name]
 
@@ -94,9 +96,12 @@ def build_rewards(
     tags = {tag: getattr(prompt_config, tag) for tag in PROMPT_TAGS if hasattr(prompt_config, tag)}
     funcs, weights = [], []
     for name, weight, params in specs:
-        cls = reward_class(name)
-        from_prompt = {tag: value for tag, value in tags.items() if tag in cls.param_names()}
-        funcs.append(cls.from_params(**{**from_prompt, **params}))
+        if callable(name) or is_plugin_name(name):
+            funcs.append(_plugin(name, params))
+        else:
+            cls = reward_class(name)
+            from_prompt = {tag: value for tag, value in tags.items() if tag in cls.param_names()}
+            funcs.append(cls.from_params(**{**from_prompt, **params}))
         weights.append(weight)
     if start_workers:
         for func in funcs:
@@ -118,10 +123,19 @@ def _specs(reward_config: Any) -> list[tuple[str, float, dict[str, Any]]]:
     return [_spec(item) for item in items]
 
 
-def _spec(item: Any) -> tuple[str, float, dict[str, Any]]:
+def _plugin(name: Any, params: dict[str, Any]) -> PluginReward:
+    """A reward of the user's (``rewards/plugin.py``); ``sandbox`` and ``timeout`` in its params are the wrapper's."""
+    own = {key: params.pop(key) for key in ("sandbox", "timeout") if key in params}
+    if callable(name):
+        return PluginReward(getattr(name, "__qualname__", "reward"), params, function=name, **own)
+    return PluginReward(name, params, **own)
+
+
+def _spec(item: Any) -> tuple[Any, float, dict[str, Any]]:
     get = item.get if isinstance(item, Mapping) else lambda key, default: getattr(item, key, default)
     name, weight, params = get("name", None), get("weight", 1.0), get("params", None) or {}
-    reward_class(name)
+    if not (callable(name) or is_plugin_name(name)):
+        reward_class(name)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
         raise RewardParamError(f"{name}: weight must be a finite number (got {weight!r})")
     if not isinstance(params, Mapping) or not all(isinstance(key, str) for key in params):
@@ -131,8 +145,8 @@ def _spec(item: Any) -> tuple[str, float, dict[str, Any]]:
     return name, float(weight), dict(params)
 
 
-def _check_unique(specs: list[tuple[str, float, dict[str, Any]]]) -> None:
-    names = [name for name, _, _ in specs]
+def _check_unique(specs: list[tuple[Any, float, dict[str, Any]]]) -> None:
+    names = [name for name, _, _ in specs if isinstance(name, str)]
     for name in names:
         if names.count(name) > 1:
             raise RewardParamError(

@@ -33,6 +33,8 @@ LOW_DIVERSITY = 0.5  # fewer distinct completions than half the group: advantage
 TAGS_EXPECTED = 0.8  # after SFT nearly every completion should carry each tag
 CONSTANT_REWARDS = 0.5  # half the groups without reward spread: half of each batch teaches nothing
 TRUNCATED = 0.2  # a fifth of completions cut at the budget: the answer tags never get written
+PHANTOM = 0.2  # a fifth of groups all wrong yet rewarded differently: GRPO pushes wrong answers up
+ALL_WRONG = 0.5  # half the groups without one right answer: correctness teaches nothing there
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class HintContext:
     num_generations: int
     max_new_tokens: int
     trained: bool  # an adapter was loaded (so the tags should be there)
+    advantages: str = "sum"  # grpo_training.advantages
+    truncation: str = ""  # the sampling filters on (min_p, top_p, top_k), as the config names them; "" = none
 
 
 def _low_temperature(overall: dict, ctx: HintContext) -> str | None:
@@ -99,12 +103,45 @@ def _truncated(overall: dict, ctx: HintContext) -> str | None:
     )
 
 
+def _phantom(overall: dict, ctx: HintContext) -> str | None:
+    if ctx.advantages == "gated" or overall.get("phantom_groups", 0) < PHANTOM:
+        return None
+    return (
+        f"{overall['phantom_groups']:.0%} of groups have no right answer yet rewards that differ (format and number "
+        "rewards): GRPO pushes the wrong answers that scored best up (phantom advantages); set "
+        "grpo_training.advantages: gated, or keep only rewards that score correctness"
+    )
+
+
+def _all_wrong(overall: dict, ctx: HintContext) -> str | None:
+    if overall.get("all_wrong_groups", 0) < ALL_WRONG:
+        return None
+    return (
+        f"{overall['all_wrong_groups']:.0%} of groups have no right answer (training accuracy "
+        f"{overall['correct']:.0%}): correctness teaches nothing there; train on problems the model sometimes "
+        "solves (grpo_training.difficulty_band), easier problems first, or more SFT"
+    )
+
+
+def _truncated_sampling(overall: dict, ctx: HintContext) -> str | None:
+    if not ctx.truncation:
+        return None
+    return (
+        f"rollouts sample from a truncated distribution ({ctx.truncation}) that the loss does not replay: GRPO "
+        "treats them as samples of the whole one; set vllm_sampling.min_p: 0, top_p: 1.0, top_k: -1 for rollouts "
+        "(evaluation.sampling keeps its own)"
+    )
+
+
 HINTS: dict[str, Callable[[dict, HintContext], str | None]] = {
     "low_temperature": _low_temperature,
     "identical_completions": _identical,
     "tags_missing": _tags_missing,
     "constant_rewards": _constant_rewards,
     "truncated": _truncated,
+    "phantom_advantages": _phantom,
+    "all_wrong_groups": _all_wrong,
+    "truncated_sampling": _truncated_sampling,
 }
 
 
@@ -174,7 +211,8 @@ def diagnose(
         for conversation, gold, group in zip(conversations, golds, groups, strict=True)
     ]
     overall = overall_figures(per_prompt)
-    ctx = HintContext(config.vllm_sampling.temperature, k, sampling.max_new_tokens, adapter is not None)
+    ctx = HintContext(config.vllm_sampling.temperature, k, sampling.max_new_tokens, adapter is not None,
+                      config.grpo_training.advantages, sampling_filters(config.vllm_sampling))
     settings = {
         "adapter": str(adapter) if adapter else None,
         "engine": engine,
@@ -209,8 +247,16 @@ def _figures(group, conversation, gold, tags, judge) -> dict[str, Any]:
     texts = [completion.text for completion in group]
     scores = judge.reward_scores([conversation] * len(texts), texts, [gold] * len(texts))
     total = judge.total_rewards(scores)
-    figures = group_figures(texts, [c.finished for c in group], tags, scores, total)
+    correct = [judge.is_correct(text, gold) for text in texts] if gold else []
+    figures = group_figures(texts, [c.finished for c in group], tags, scores, total, correct)
     return {**figures, "completions": texts}
+
+
+def sampling_filters(sampling: Any) -> str:
+    """The filters that truncate a sampling distribution, as the config names them ("" when none is on)."""
+    on = [f"min_p {sampling.min_p}" if sampling.min_p > 0 else "", f"top_p {sampling.top_p}" if sampling.top_p < 1
+          else "", f"top_k {sampling.top_k}" if sampling.top_k > 0 else ""]  # fmt: skip
+    return ", ".join(item for item in on if item)
 
 
 def render_table(report: dict[str, Any]) -> str:
@@ -235,7 +281,9 @@ def render_table(report: dict[str, Any]) -> str:
         "",
         (
             f"overall: distinct {overall['distinct']:.2f}, similarity {overall['similarity']:.2f}, "
-            f"zero-std groups {overall['zero_std_groups']:.2f}, truncated {overall['truncation_rate']:.2f}"
+            f"zero-std groups {overall['zero_std_groups']:.2f}, truncated {overall['truncation_rate']:.2f}, "
+            f"right {overall['correct']:.2f}, all-wrong groups {overall['all_wrong_groups']:.2f}, phantom "
+            f"{overall['phantom_groups']:.2f}"
         ),
         "tags:    " + ", ".join(f"{tag} {share:.2f}" for tag, share in overall["tags"].items()),
         f"{'reward':<28} {'mean':>7} {'std':>7}",

@@ -24,10 +24,12 @@ import os
 import sys
 from pathlib import Path
 
+from ..atomic_io import write_text_atomic
 from ..cli import add_config_arguments, command
 from ..config import LoraSettings, PipelineConfig
 from ..errors import ModelError, PipelineError
 from ..model.adapters import check_replaceable, mark_save
+from ..model.card import CARD_FILE
 from ..model.manager import read_adapter_config
 from . import common
 
@@ -120,16 +122,26 @@ def export(
         try:
             if merged:
                 done["merged"] = str(manager.merge_and_save(merged))
+                carry_card(adapter, merged)
             if gguf:
                 files = manager.backend.save_gguf(manager.model, manager.tokenizer, gguf, quantization)
                 mark_save(gguf, "merged")
                 mark_save(gguf_folder(gguf), "gguf")
+                carry_card(adapter, gguf_folder(gguf))
                 done["gguf"] = ", ".join(str(path) for path in files)
         finally:
             loaded.free()
     if repo_id:
         done["hub"] = push_to_hub(merged or adapter, repo_id, private)
     return done
+
+
+def carry_card(adapter: Path, target: Path) -> None:
+    """The adapter's model card, noted as an export of it, into the exported folder (the Hub shows it)."""
+    card = adapter / CARD_FILE
+    if card.is_file():
+        note = f"\n> Exported from the adapter in `{adapter.name}` (merged into the base model's weights).\n"
+        write_text_atomic(target / CARD_FILE, card.read_text(encoding="utf-8") + note)
 
 
 def gguf_folder(output: Path) -> Path:

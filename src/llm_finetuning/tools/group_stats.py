@@ -72,10 +72,17 @@ def group_figures(
     tags: Sequence[str],
     rewards: Mapping[str, Sequence[float]],
     total: Sequence[float],
+    correct: Sequence[bool] = (),
 ) -> dict[str, Any]:
-    """The figures of one prompt's group: diversity, tags, each reward's and the total reward's spread."""
+    """The figures of one prompt's group: diversity, tags, each reward's and the total reward's spread, and, with
+    ``correct`` (the grader's verdicts), whether no completion is right and, if so, whether the rewards still
+    differ (a "phantom" advantage: GRPO would push some wrong answers up)."""
     total_spread = spread(total)
+    all_wrong = bool(correct) and not any(correct)
     return {
+        "correct": round(sum(correct) / len(correct), 4) if correct else 0.0,
+        "all_wrong": all_wrong,
+        "phantom": all_wrong and total_spread["std"] >= ZERO_STD,
         "distinct": distinct_share(texts),
         "similarity": mean_pairwise_similarity(texts),
         "tags": tag_presence(texts, tags),
@@ -111,5 +118,8 @@ def overall_figures(groups: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "std": average(g["total_reward"]["std"] for g in groups),
         },
         "zero_std_groups": average(float(g["zero_std"]) for g in groups),
+        "correct": average(g.get("correct", 0.0) for g in groups),
+        "all_wrong_groups": average(float(g.get("all_wrong", False)) for g in groups),
+        "phantom_groups": average(float(g.get("phantom", False)) for g in groups),
         "truncation_rate": average(g["truncated"] for g in groups),
     }

@@ -27,6 +27,7 @@ from typing import Any
 from ..config import GRPOTrainingConfig, PipelineConfig, SFTTrainingConfig
 from ..model import Backend
 from ..model.hardware import mixed_precision, on_cuda, optimizer
+from ..schema import ConfigError, closest
 from ..vllm_engine import importance_sampling
 
 __all__ = ["CISPO_EPSILON_HIGH", "GRPO_SETTINGS", "SFT_SETTINGS", "check_trainer_settings", "grpo_arguments",
@@ -36,7 +37,7 @@ __all__ = ["CISPO_EPSILON_HIGH", "GRPO_SETTINGS", "SFT_SETTINGS", "check_trainer
 # evaluation runs in our own callback, use_vllm and max_completion_length are resolved from the backend and
 # the data, the vLLM engine settings only apply to an engine, the importance-sampling correction follows its
 # rule, and the rest are resolved against Unsloth's rewrites.
-_DECIDED_HERE = frozenset({"eval_strategy", "eval_steps", "use_vllm", "max_completion_length", "vllm_mode",
+_DECIDED_HERE = frozenset({"trl", "eval_strategy", "eval_steps", "use_vllm", "max_completion_length", "vllm_mode",
                            "multi_objective_aggregation",
                            "vllm_enable_sleep_mode", "vllm_gpu_memory_utilization", "epsilon_high",
                            "scale_rewards", "optim", "vllm_importance_sampling_correction"})
@@ -80,7 +81,8 @@ def common_arguments(
         "output_dir": str(output_dir),
         "save_strategy": "steps",
         "seed": config.seed,
-        "report_to": [] if config.report_to == "none" else [config.report_to],
+        "report_to": list(config.report_to),
+        "run_name": f"{config.tracker_run_name}-{phase.split('_')[0]}",
         "gradient_checkpointing": checkpointing,
         "gradient_checkpointing_kwargs": {"use_reentrant": False} if checkpointing else None,
         "use_cpu": not on_cuda(),
@@ -90,7 +92,9 @@ def common_arguments(
     }
 
 
-def sft_arguments(config: PipelineConfig, output_dir: Path, backend: Backend) -> dict[str, Any]:
+def sft_arguments(config: PipelineConfig, output_dir: Path, backend: Backend, passed_through: bool = True,
+                  ) -> dict[str, Any]:  # fmt: skip
+    """SFTConfig's arguments: ours, then ``sft_training.trl`` (checked by ``check_trainer_settings``)."""
     from trl import SFTConfig
 
     section = config.sft_training
@@ -101,18 +105,46 @@ def sft_arguments(config: PipelineConfig, output_dir: Path, backend: Backend) ->
         "completion_only_loss": True,  # learn the answer format, not to echo the prompt
         "packing": False,
         "dataset_num_proc": config.data.num_proc,
+        **(section.trl if passed_through else {}),
     }
 
 
 def check_trainer_settings(config: PipelineConfig, backend: Backend) -> None:
     """Refuse, before any model loads, a config the trainers would reject or silently override."""
+    from trl import GRPOConfig, SFTConfig
+
     backend.check_config(config)
     importance_sampling(config, backend.rollouts(config))  # refuses a correction asked for where it cannot work
+    output = Path(config.output_dir)
+    weights = [spec.weight for spec in config.rewards.rewards]
+    for section, trl_class, ours in (
+        ("sft_training", SFTConfig, sft_arguments(config, output, backend, passed_through=False)),
+        ("grpo_training", GRPOConfig, grpo_arguments(config, output, backend, 1, weights, passed_through=False)),
+    ):
+        check_passed_through(section, getattr(config, section), trl_class, ours)
+
+
+def check_passed_through(name: str, section: Any, trl_class: type, ours: dict[str, Any]) -> None:
+    """A section's ``trl`` fields must be TRL's, and neither the section's own nor set by the pipeline."""
+    fields = {field.name for field in dataclasses.fields(trl_class)}
+    own = {field.name for field in dataclasses.fields(section)}
+    for key in section.trl:
+        if key not in fields:
+            match = closest(key, fields)
+            hint = f"did you mean {match}?" if match else f"see TRL's {trl_class.__name__}"
+            raise ConfigError(f"{name}.trl.{key}: not a field of TRL's {trl_class.__name__}; {hint}")
+        if key in own:
+            raise ConfigError(f"{name}.trl.{key}: set it as {name}.{key}, where the pipeline reads it")
+        if key in ours:
+            raise ConfigError(f"{name}.trl.{key}: the pipeline sets it itself (to {ours[key]!r}, from the config "
+                              "and the machine); see docs/architecture.md for the setting that decides it")  # fmt: skip
 
 
 def grpo_arguments(
-    config: PipelineConfig, output_dir: Path, backend: Backend, max_completion_length: int, reward_weights: list[float]
+    config: PipelineConfig, output_dir: Path, backend: Backend, max_completion_length: int,
+    reward_weights: list[float], passed_through: bool = True,
 ) -> dict[str, Any]:
+    """GRPOConfig's arguments: ours, then ``grpo_training.trl`` (checked by ``check_trainer_settings``)."""
     from trl import GRPOConfig
 
     section, sampling = config.grpo_training, config.vllm_sampling
@@ -139,7 +171,7 @@ def grpo_arguments(
     }
     if use_vllm:
         arguments.update(vllm_mode=section.vllm_mode, vllm_enable_sleep_mode=section.vllm_enable_sleep_mode)
-    return arguments
+    return arguments | (section.trl if passed_through else {})
 
 
 def resolved_against_unsloth(section: GRPOTrainingConfig, unsloth_compiled: bool) -> dict[str, Any]:
@@ -163,10 +195,11 @@ def resolved_against_unsloth(section: GRPOTrainingConfig, unsloth_compiled: bool
     }
 
 
-def trainer_settings(trainer: Any, names: tuple[str, ...]) -> dict[str, Any]:
-    """The named settings as the built trainer will use them (after every library's rewrites), JSON-ready."""
+def trainer_settings(trainer: Any, names: tuple[str, ...], passed_through: Any = ()) -> dict[str, Any]:
+    """The named settings (and the ``trl`` fields passed through) as the built trainer will use them (after every
+    library's rewrites), JSON-ready."""
     args = trainer.args
-    settings = {name: _plain(getattr(args, name, None)) for name in names}
+    settings = {name: _plain(getattr(args, name, None)) for name in (*names, *passed_through)}
     if "epsilon_high" in settings and hasattr(trainer, "epsilon_high"):
         settings["epsilon_high"] = _plain(trainer.epsilon_high)  # the trainer resolves a null to epsilon
     return settings

@@ -23,6 +23,7 @@ from ..vllm_engine import EngineOwner, importance_sampling
 from . import advantages
 from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
+from .health import GRPOHealth
 from .importance import correct_in_loss
 from .phase import TrainingPhase
 
@@ -45,11 +46,12 @@ class GRPOPhase(TrainingPhase):
         metrics: MetricsWriter | None,
         evaluate: Callable[[Any, int], None] | None = None,
     ) -> None:
-        callbacks = []
+        callbacks: list[Any] = [GRPOHealth(config.grpo_training.advantages)]
         if evaluate is not None and config.grpo_training.eval_strategy == "steps":
             callbacks.append(PeriodicEvaluation(config.grpo_training.eval_steps, evaluate, self.model_for_generation))
         super().__init__(manager, Path(config.output_dir) / "grpo", metrics, callbacks)
         self.config, self.engines, self.data = config, engines, data
+        self.passed_through = tuple(config.grpo_training.trl)
         self.reward_funcs, self.reward_weights = reward_funcs, reward_weights
         pairs = zip(reward_funcs, reward_weights, strict=True)  # the answer part of the reward, for the console
         self.answer_rewards = {f.__name__: weight for f, weight in pairs if getattr(f, "needs_answer", False)}

@@ -48,6 +48,7 @@ class TrainingPhase(ABC):
     name = "phase"
     title = "phase"  # what the console calls it
     settings_names: tuple[str, ...] = ()  # the trainer arguments recorded in the summary
+    passed_through: tuple[str, ...] = ()  # the section's ``trl`` fields, recorded too
 
     def __init__(self, manager: ModelManager, output_dir: Path, metrics: MetricsWriter | None,
                  callbacks: list[Any] | None = None) -> None:
@@ -68,7 +69,7 @@ class TrainingPhase(ABC):
         trl_compat.install()
         trainer = self.build_trainer()
         self.manager.backend.check_trainer(trainer)
-        settings = trainer_settings(trainer, self.settings_names)
+        settings = trainer_settings(trainer, self.settings_names, self.passed_through)
         self.trainer_ref = weakref.ref(trainer)
         stop = GracefulStop()
         progress = TrainingProgress(self.title, self.name, self.answer_rewards)

@@ -25,6 +25,7 @@ class SFTPhase(TrainingPhase):
                  metrics: MetricsWriter | None) -> None:
         super().__init__(manager, Path(config.output_dir) / "sft", metrics)
         self.config, self.train_dataset = config, train_dataset
+        self.passed_through = tuple(config.sft_training.trl)
 
     def build_trainer(self) -> Any:
         from trl import SFTConfig, SFTTrainer  # after unsloth, when unsloth is the backend

@@ -1,0 +1,70 @@
+"""Early warnings while GRPO trains: the signs, seen in small-model runs, that it is about to make the model worse.
+
+Each warning is said once per run, on the console and in training.log, with the setting to change:
+
+- **phantom advantages**: a share of the groups has no right answer but rewards that differ (format and number
+  rewards), so GRPO pushes some wrong answers up (``advantages`` other than ``gated``);
+- **shrinking completions**: the completions of the last steps are much shorter than those of the first ones,
+  the mark of a policy that learns to stop early (seen on chain_sum: three-term sums cut after one operation);
+- **held-out accuracy below the start**: an evaluation during GRPO scores clearly (two standard errors) below
+  where GRPO started (``selection.held_out_warning``, called by the run's evaluations).
+
+    callback = GRPOHealth(config.grpo_training.advantages)      # a TrainerCallback of GRPOPhase
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+
+from transformers import TrainerCallback
+
+__all__ = ["GRPOHealth"]
+
+logger = logging.getLogger(__name__)
+
+WINDOW = 5  # steps averaged at the start and at the end
+PHANTOM = 0.2  # share of groups: all wrong, rewards differing
+SHRINK = 0.75  # the last steps' completions this short against the first steps'
+
+
+class GRPOHealth(TrainerCallback):
+    """Watches GRPO's logged figures and warns once per kind (module docstring)."""
+
+    def __init__(self, advantages: str) -> None:
+        self.advantages = advantages
+        self.phantom: list[float] = []
+        self.lengths: list[float] = []
+        self.warned: set[str] = set()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs = logs or {}
+        if "groups/phantom" in logs:
+            self.phantom.append(float(logs["groups/phantom"]))
+        if "completions/mean_length" in logs:
+            self.lengths.append(float(logs["completions/mean_length"]))
+        self._check_phantom(state.global_step)
+        self._check_lengths(state.global_step)
+
+    def _check_phantom(self, step: int) -> None:
+        recent = self.phantom[-WINDOW:]
+        if self.advantages == "gated" or len(recent) < WINDOW or statistics.fmean(recent) < PHANTOM:
+            return
+        self._warn("phantom", f"GRPO step {step}: {statistics.fmean(recent):.0%} of recent groups have no right "
+                   "answer yet rewards that differ, so GRPO pushes wrong answers up (phantom advantages); set "
+                   "grpo_training.advantages: gated")  # fmt: skip
+
+    def _check_lengths(self, step: int) -> None:
+        if len(self.lengths) < 2 * WINDOW:
+            return
+        first, last = statistics.fmean(self.lengths[:WINDOW]), statistics.fmean(self.lengths[-WINDOW:])
+        if last >= SHRINK * first:
+            return
+        self._warn("shrinking", f"GRPO step {step}: completions shrank from {first:.1f} to {last:.1f} tokens: the "
+                   "policy may be learning to stop early; watch the held-out accuracy, and lower "
+                   "grpo_training.learning_rate or set grpo_training.beta (a KL anchor to the SFT policy)")  # fmt: skip
+
+    def _warn(self, kind: str, message: str) -> None:
+        if kind not in self.warned:
+            self.warned.add(kind)
+            logger.warning(message)

@@ -1,0 +1,78 @@
+"""The evaluations during GRPO: ``grpo_training.keep_best`` keeps the weights with the best greedy accuracy, not
+the last; ``held_out_warning`` says when the accuracy falls clearly below where GRPO started.
+
+A GRPO run's last step is not always its best (small models drift; see docs/benchmarks.md). The evaluations
+during GRPO already score the policy every ``eval_steps``; with ``keep_best`` each one that beats every earlier
+one (the policy GRPO started from included, as step 0) saves its weights to ``<output_dir>/grpo/best``, the last
+step is scored too, and the final adapter is the best of them, with the step recorded. The choice is made on
+the evaluations during GRPO, which score ``evaluation.selection_samples`` problems of their own when that is
+set, so the after-GRPO figure is not the figure the adapter was chosen by. ``grpo/best.json`` keeps the choice
+across a ``--resume``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..atomic_io import write_json_atomic
+
+__all__ = ["BestWeights", "held_out_warning"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BestWeights:
+    """The best greedy accuracy seen so far during GRPO, at which step, and where its weights are."""
+
+    folder: Path  # <output_dir>/grpo/best
+    start: Path  # the weights GRPO started from (sft/final): what "step 0" keeps
+    run_id: str | None
+    accuracy: float = -1.0
+    step: int = -1
+
+    @classmethod
+    def load(cls, folder: Path, start: Path, run_id: str | None) -> BestWeights:
+        """The choice an earlier attempt of this run recorded, if any."""
+        best = cls(folder, start, run_id)
+        try:
+            saved = json.loads(best._record.read_text())
+        except (OSError, ValueError):
+            return best
+        if saved.get("run_id") == run_id:
+            best.accuracy, best.step = float(saved["accuracy"]), int(saved["step"])
+        return best
+
+    @property
+    def _record(self) -> Path:
+        return self.folder.parent / "best.json"
+
+    def consider(self, step: int, accuracy: float, save: Callable[[Path], None]) -> None:
+        """Keep the policy of ``step`` if it beats every earlier one (``save(folder)`` writes its weights)."""
+        if accuracy <= self.accuracy:
+            return
+        if step > 0:
+            save(self.folder)
+        self.accuracy, self.step = accuracy, step
+        write_json_atomic(self._record, {"run_id": self.run_id, "step": step, "accuracy": accuracy})
+        logger.info("keep_best: step %d is the best so far (greedy %.3f)", step, accuracy)
+
+    def weights(self) -> Path:
+        """Where the kept weights are: GRPO's best step's, or the starting policy's when no step beat it."""
+        return self.folder if self.step > 0 else self.start
+
+
+def held_out_warning(start: float, now: float, n: int, step: int) -> str | None:
+    """The warning for a held-out accuracy ``now`` (at GRPO step ``step``, on ``n`` problems) two standard errors
+    below ``start`` (after SFT); None when it is not."""
+    spread = math.sqrt(max(start * (1 - start), now * (1 - now), 1e-4) * 2 / max(n, 1))
+    if now >= start - 2 * spread:
+        return None
+    return (f"GRPO step {step}: held-out accuracy {now:.3f}, below the {start:.3f} it started from; set "
+            "grpo_training.keep_best: true to keep the best adapter, lower grpo_training.learning_rate, or set "
+            "grpo_training.beta")  # fmt: skip

@@ -1,0 +1,122 @@
+"""The mechanisms around GRPO's steps: problems kept by pass rate, the best weights kept, evaluation's own sampling,
+and the warnings and hints that say when GRPO is about to make the model worse.
+
+Units on literal figures; end to end on the tiny model through TRL's real trainer (marked slow).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from types import SimpleNamespace
+
+import pytest
+from conftest import SIMPLE_SUMS
+
+from llm_finetuning.config import PipelineConfig
+from llm_finetuning.generation import SamplingSettings
+from llm_finetuning.schema import ConfigError
+from llm_finetuning.tools.debug_grpo import HintContext, hints, sampling_filters
+from llm_finetuning.training.health import GRPOHealth
+from llm_finetuning.training.selection import BestWeights, held_out_warning
+
+SHORT_GRPO = [*SIMPLE_SUMS, "sft_training.max_steps=60", "grpo_training.max_steps=4",
+              "grpo_training.per_device_train_batch_size=8", "grpo_training.num_generations=4",
+              "grpo_training.max_completion_length=16", "grpo_training.logging_steps=1",
+              "evaluation.num_samples=8", "evaluation.sampled_k=1", "data.synthetic.num_eval=16"]  # fmt: skip
+
+
+def test_the_difficulty_band_is_checked_when_the_config_is_built(tiny_config):
+    for band in ("[0.9, 0.1]", "[0.1]", "[-0.1, 0.5]"):
+        with pytest.raises(ConfigError, match="difficulty_band"):
+            tiny_config(f"grpo_training.difficulty_band={band}")
+    assert tiny_config("grpo_training.difficulty_band=[0.1, 0.9]").grpo_training.difficulty_band == [0.1, 0.9]
+
+
+def test_evaluation_samples_as_its_own_settings_say_and_rollouts_as_grpo_does(tiny_config):
+    config = tiny_config("vllm_sampling.min_p=0", "evaluation.sampling={temperature: 0.7, min_p: 0.1}")
+    evaluation = SamplingSettings.from_config(config, num_samples=2, max_new_tokens=8, evaluation=True)
+    rollouts = SamplingSettings.from_config(config, num_samples=2, max_new_tokens=8)
+    assert (evaluation.temperature, evaluation.min_p) == (0.7, 0.1)
+    assert (rollouts.temperature, rollouts.min_p) == (1.0, 0.0)
+    plain = tiny_config()
+    assert SamplingSettings.from_config(plain, num_samples=2, max_new_tokens=8, evaluation=True).min_p == \
+        plain.vllm_sampling.min_p  # null: as the rollouts
+
+
+def test_keep_best_keeps_the_first_best_and_falls_back_to_the_start(tmp_path):
+    saved = []
+    best = BestWeights(tmp_path / "grpo" / "best", tmp_path / "sft" / "final", run_id="r")
+    for step, accuracy in ((0, 0.30), (10, 0.25), (20, 0.35), (30, 0.35), (40, 0.20)):
+        best.consider(step, accuracy, save=saved.append)
+    assert (best.step, best.accuracy, saved) == (20, 0.35, [tmp_path / "grpo" / "best"])
+    assert best.weights() == tmp_path / "grpo" / "best"
+    again = BestWeights.load(tmp_path / "grpo" / "best", tmp_path / "sft" / "final", run_id="r")
+    assert (again.step, again.accuracy) == (20, 0.35)  # a resumed run keeps the choice
+    assert BestWeights.load(tmp_path / "grpo" / "best", tmp_path / "sft" / "final", run_id="other").step == -1
+    nothing_better = BestWeights(tmp_path / "b", tmp_path / "sft" / "final", run_id="r")
+    nothing_better.consider(0, 0.5, save=saved.append)
+    nothing_better.consider(10, 0.4, save=saved.append)
+    assert nothing_better.weights() == tmp_path / "sft" / "final"
+
+
+@pytest.mark.parametrize(("start", "now", "warned"), [(0.30, 0.29, False), (0.30, 0.20, True), (0.2, 0.3, False)])
+def test_a_held_out_fall_of_two_standard_errors_is_warned(start, now, warned):
+    assert (held_out_warning(start, now, n=400, step=30) is not None) == warned
+
+
+def test_training_warnings_name_phantom_advantages_and_shrinking_completions(caplog):
+    health = GRPOHealth("sum")
+    with caplog.at_level(logging.WARNING, logger="llm_finetuning.training.health"):
+        for step in range(1, 13):
+            length = 30.0 if step <= 5 else 14.0
+            health.on_log(None, SimpleNamespace(global_step=step), None,
+                          logs={"groups/phantom": 0.4, "completions/mean_length": length})  # fmt: skip
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("phantom advantages" in m and "advantages: gated" in m for m in messages) == 1  # said once
+    assert sum("shrank from 30.0 to 14.0 tokens" in m for m in messages) == 1
+    gated = GRPOHealth("gated")
+    for step in range(1, 6):
+        gated.on_log(None, SimpleNamespace(global_step=step), None, logs={"groups/phantom": 0.9})
+    assert gated.warned == set()  # the gate gives all-wrong groups no advantage: nothing to warn of
+
+
+def test_debug_hints_name_phantom_advantages_all_wrong_groups_and_truncated_sampling():
+    overall = {"distinct": 0.9, "tags": {}, "zero_std_groups": 0.1, "truncation_rate": 0.0, "correct": 0.1,
+               "all_wrong_groups": 0.6, "phantom_groups": 0.5}  # fmt: skip
+    sampling = PipelineConfig().vllm_sampling  # the defaults: min_p 0.1
+    context = HintContext(1.0, 8, 64, True, "sum", sampling_filters(sampling))
+    found = {hint["id"] for hint in hints(overall, context)}
+    assert {"phantom_advantages", "all_wrong_groups", "truncated_sampling"} <= found
+    quiet = HintContext(1.0, 8, 64, True, "gated", "")
+    assert {hint["id"] for hint in hints(overall, quiet)} == {"all_wrong_groups"}
+
+
+@pytest.mark.slow
+def test_grpo_trains_on_the_problems_within_the_band_and_a_resume_reuses_them(tmp_path, tiny_config):
+    from llm_finetuning.pipeline import RunOptions, run
+
+    config = tiny_config(*SHORT_GRPO, "grpo_training.difficulty_band=[0.0, 0.75]", "grpo_training.difficulty_pool=24",
+                         "grpo_training.difficulty_samples=4")  # fmt: skip
+    summary = run(config, RunOptions())
+    record = summary["grpo_problems"]
+    assert record["scored"] == 24 and 0 < record["kept"] <= 24 and sum(record["pass_rates"].values()) == 24
+    assert record["pass_rates"]["1"] == 24 - record["kept"]  # [0, 0.75] drops exactly the always-solved ones
+    saved = json.loads((tmp_path / "grpo" / "difficulty.json").read_text())
+    assert len(saved["kept"]) == record["kept"] and saved["run_id"] == summary["run_id"]
+
+
+@pytest.mark.slow
+def test_keep_best_chooses_on_problems_of_its_own_and_says_which_step(tmp_path, tiny_config):
+    from llm_finetuning.pipeline import RunOptions, run
+
+    config = tiny_config(*SHORT_GRPO, "grpo_training.keep_best=true", "grpo_training.eval_steps=2",
+                         "evaluation.selection_samples=8", "grpo_training.learning_rate=0.05")  # fmt: skip
+    summary = run(config, RunOptions())
+    kept = summary["phases"]["grpo"]["settings"]["kept_step"]
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    scored = {r["step"]: r["answer_accuracy"] for r in records
+              if r["phase"] == "eval" and r["stage"].startswith("grpo_step_")}
+    assert sorted(scored) == [0, 2, 4]  # the start, every eval_steps, the last step: on the selection problems
+    assert kept == max(scored, key=lambda step: (scored[step], -step))  # the first of the best
+    assert json.loads((tmp_path / "grpo" / "best.json").read_text())["step"] == kept
