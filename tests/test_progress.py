@@ -196,14 +196,16 @@ def test_the_console_shows_our_lines_bare_and_names_a_librarys_warning(name, lev
     assert ConsoleFormatter("[rank 1] ").format(_record(name, level, message)) == "[rank 1] " + shown
 
 
-def test_a_library_warning_is_shown_once_and_in_our_words_where_we_know_better(monkeypatch):
+def test_a_library_warning_stays_in_training_log_unless_we_say_it_in_our_words(monkeypatch):
     monkeypatch.setitem(
         logging_setup.LIBRARY_MESSAGES, "tokenizer has no pad token", "the tokenizer pads with eos"
     )
     console = logging_setup._LibraryWarnings()
-    warning = _record("transformers.trainer", logging.WARNING, "some warning")
-    assert console.filter(warning) and not console.filter(_record("transformers.trainer", logging.WARNING,
-                                                                  "some warning"))  # fmt: skip
+    hidden = logging_setup.library_warnings_hidden()
+    assert not console.filter(_record("transformers.trainer", logging.WARNING, "some warning"))  # training.log only
+    assert not console.filter(_record("vllm.model_executor", logging.WARNING, "RMSNorm: Failed to load weights"))
+    assert logging_setup.library_warnings_hidden() == hidden + 2  # counted, said at the end of the run
+    assert console.filter(_record("transformers.trainer", logging.ERROR, "a library error"))  # errors always pass
     assert not console.filter(
         _record(
             "transformers.trainer_utils",
@@ -215,9 +217,13 @@ def test_a_library_warning_is_shown_once_and_in_our_words_where_we_know_better(m
     assert console.filter(reworded) and ConsoleFormatter().format(reworded) == (
         "warning (transformers): the tokenizer pads with eos"
     )
+    assert not console.filter(_record("transformers.x", logging.WARNING, "the tokenizer has no pad token; again"))
     assert reworded.getMessage() == "the tokenizer has no pad token; using eos"  # training.log keeps theirs
     ours = _record("llm_finetuning.pipeline", logging.WARNING, "twice")
     assert console.filter(ours) and console.filter(ours)  # our own warnings are ours to repeat
+    installed = _record("py.warnings", logging.WARNING, "/x/site-packages/vllm/a.py:1: FutureWarning: deprecated")
+    mine = _record("py.warnings", logging.WARNING, "train.py:1: UserWarning: careful")
+    assert not console.filter(installed) and console.filter(mine)
 
 
 def test_quiet_libraries_turns_their_bars_off_and_routes_their_records_through_ours():

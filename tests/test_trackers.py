@@ -30,6 +30,7 @@ def test_a_tracker_that_is_not_installed_is_refused_naming_the_package(tmp_path,
 
 
 @pytest.mark.slow
+@pytest.mark.trackers
 def test_a_tensorboard_event_file_holds_every_evaluation_the_samples_and_the_table(tmp_path, tiny_config):
     pytest.importorskip("tensorboard", reason="the tracking extra: uv sync --extra tracking")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

@@ -7,9 +7,13 @@ warnings and errors to the console only, prefixed with its rank, so N processes 
 The console is for a person: our lines carry no level or module name (``training.log`` keeps both, with the
 time), warnings say ``warning:``, and every line is written through ``tqdm.write``, so it passes above a live
 progress bar (``progress.py``) instead of breaking it. ``quiet_libraries`` turns off what transformers,
-datasets and huggingface_hub print on their own — their progress bars for loading, saving and mapping, their
-info messages — with each library's own switch, and sends their warnings through this console: shown once,
-in our words where we know better (``LIBRARY_MESSAGES``). ``--verbose`` leaves the libraries as they come.
+datasets, huggingface_hub and vLLM print on their own — their progress bars for loading, saving and mapping,
+their info messages — with each library's own switch, and routes their records through our handlers: a
+library's warning goes to training.log only (the console says at the end how many there were), unless we know
+it better and say it in our words (``LIBRARY_MESSAGES``); Python warnings raised inside installed packages
+likewise. vLLM's own handler is off (``VLLM_CONFIGURE_LOGGING=0``), so its records take the same way; what its
+C++ side prints while an engine starts goes to training.log too (``vllm_engine.start``). ``--verbose`` leaves the
+libraries as they come, on the console.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ LIBRARY_MESSAGES: dict[str, str | None] = {
 }
 
 _state = {"verbose": False}
+_SITE = ("site-packages", "dist-packages")
 
 
 def setup_logging(level: str = "INFO", output_dir: str | Path | None = None, rank: int = 0,
@@ -84,9 +89,15 @@ def quiet_libraries(main: bool = True) -> None:
                             (hub.enable_progress_bars, hub.disable_progress_bars)):  # fmt: skip
         (enable if shown else disable)()
     # vLLM configures its own logger when imported (an engine's start, later): its INFO lines (arguments, KV
-    # cache, weight reloads) are for --verbose; an already imported vLLM gets the level directly
+    # cache, weight reloads) are for --verbose; without its own handler its records reach ours (training.log);
+    # an already imported vLLM gets the level directly
     os.environ["VLLM_LOGGING_LEVEL"] = "INFO" if shown else "WARNING"
+    os.environ["VLLM_CONFIGURE_LOGGING"] = "1" if shown else "0"
     logging.getLogger("vllm").setLevel(logging.INFO if shown else logging.WARNING)
+    # torch warns at import that it found no CUDA runtime (vLLM's import, on a CPU): training.log's business
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.WARNING if shown else logging.ERROR)
+    if not shown:  # SyntaxWarnings come from compiling installed code (cellpylib's, under reasoning-gym)
+        warnings.filterwarnings("ignore", category=SyntaxWarning)
     transformers.utils.logging.disable_default_handler()  # its records reach training.log and pass the bars
     transformers.utils.logging.enable_propagation()
     for name in ("datasets", "huggingface_hub"):  # their own stderr handler would print every record twice
@@ -105,6 +116,19 @@ def console_stream() -> TextIO:
     """The stream the console handler writes to: progress bars draw there, so log lines can pass them."""
     console = next((h for h in logging.getLogger().handlers if getattr(h, "name", "") == _CONSOLE_NAME), None)
     return console.stream if console is not None else sys.stderr
+
+
+def set_console_stream(stream: TextIO) -> None:
+    """Point the console handler at ``stream`` (while file descriptor 2 goes elsewhere: ``native_output_to_log``)."""
+    console = next((h for h in logging.getLogger().handlers if getattr(h, "name", "") == _CONSOLE_NAME), None)
+    if console is not None:
+        console.setStream(stream)
+
+
+def log_file() -> str | None:
+    """The path of training.log, when this process writes one."""
+    handler = next((h for h in logging.getLogger().handlers if getattr(h, "name", "") == _FILE_HANDLER_NAME), None)
+    return handler.baseFilename if handler is not None else None
 
 
 class ConsoleHandler(logging.StreamHandler):
@@ -138,23 +162,38 @@ class ConsoleFormatter(logging.Formatter):
 
 
 class _LibraryWarnings(logging.Filter):
-    """A library's warning is shown once, in our words where ``LIBRARY_MESSAGES`` has them."""
+    """The console's gate for libraries: their warnings stay in training.log (counted in ``hidden``), but for
+    those we say in our words (``LIBRARY_MESSAGES``), shown once; errors always pass."""
+
+    hidden = 0  # library warnings kept off the console in this process
 
     def __init__(self) -> None:
         super().__init__()
         self.seen: set[tuple[str, str]] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name.startswith(PROJECT) or record.levelno < logging.WARNING or _state["verbose"]:
+        if _state["verbose"] or record.levelno < logging.WARNING or record.levelno >= logging.ERROR:
+            return True
+        if record.name.startswith(PROJECT) or (record.name == "py.warnings" and not _from_installed(record)):
             return True
         message = record.getMessage()
-        ours = next((words for start, words in LIBRARY_MESSAGES.items() if start in message), message)
+        ours = next((words for start, words in LIBRARY_MESSAGES.items() if start in message), None)
         if ours is None or (record.name, ours) in self.seen:
+            type(self).hidden += 1
             return False
         self.seen.add((record.name, ours))
-        if ours != message:
-            record.console_text = ours  # training.log keeps the library's words
+        record.console_text = ours  # training.log keeps the library's words
         return True
+
+
+def _from_installed(record: logging.LogRecord) -> bool:
+    """Whether a captured Python warning was raised inside an installed package (its text names the file)."""
+    return any(folder in record.getMessage().split(":", 1)[0] for folder in _SITE)
+
+
+def library_warnings_hidden() -> int:
+    """How many library warnings this process kept off the console (they are in training.log)."""
+    return _LibraryWarnings.hidden
 
 
 def add_log_file(path: Path) -> None:

@@ -44,7 +44,8 @@ from .errors import DataError, PipelineError, TrainingInterrupted
 from .evaluation.evaluator import Evaluator, difficulty_scalars
 from .evaluation.judge import CompletionJudge
 from .generation.engines import HFEngine, open_engine
-from .logging_setup import quiet_libraries, setup_logging
+from .grading import use_grader
+from .logging_setup import library_warnings_hidden, quiet_libraries, setup_logging
 from .model import Backend, ModelManager, choose_backend
 from .model.adapters import check_replaceable
 from .model.card import CARD_FILE, model_card
@@ -97,6 +98,7 @@ def _run_locked(config: PipelineConfig, options: RunOptions, output_dir: Path, l
     setup_logging(config.log_level, output_dir, rank=rank(), verbose=options.verbose)
     if lock is not None:
         lock.say_if_taken_over()
+    use_grader(config.grader)  # whose verdict rewards and evaluations use, in this process
     if config.num_threads is not None:  # CPU numerics depend on the thread count: fix it, don't inherit it
         torch.set_num_threads(config.num_threads)
     recorder = run_on_main(lambda: _start_outputs(config, output_dir, options))
@@ -121,6 +123,8 @@ def _run_locked(config: PipelineConfig, options: RunOptions, output_dir: Path, l
     summary = _finish(recorder, trackers, time.perf_counter() - started, complete=True)
     if is_main_process():
         recorder.print_table()
+        if hidden := library_warnings_hidden():
+            logger.info("(%d warnings of the libraries are in training.log; --verbose shows them here)", hidden)
     return summary
 
 

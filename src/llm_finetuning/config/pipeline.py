@@ -111,6 +111,11 @@ class PipelineConfig:
         "table; none = no tracker",
     )
     run_name: str | None = option(None, "the run's name in the trackers; null = the output folder's name")
+    grader: Literal["ours", "math_verify"] = option(
+        "ours",
+        "whose verdict the answer rewards and evaluation use: ours (docs/grader.md), or math-verify's, the one most "
+        "published GRPO figures use (the math-verify extra)",
+    )
     project: str = option("llm-finetuning", "the trackers' project (wandb, trackio)")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = option("INFO", "console and training.log level")
     num_threads: int | None = option(

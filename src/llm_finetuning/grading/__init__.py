@@ -15,6 +15,7 @@ killable worker, and the one list of names it may evaluate) and ``judge`` (``gra
 """
 
 from .extract import extract_answer, gold_answer
-from .judge import grade, is_equivalent, start_worker, warm_up
+from .judge import GRADERS, grade, is_equivalent, start_worker, use_grader, warm_up
 
-__all__ = ["extract_answer", "gold_answer", "grade", "is_equivalent", "start_worker", "warm_up"]
+__all__ = ["GRADERS", "extract_answer", "gold_answer", "grade", "is_equivalent", "start_worker", "use_grader",
+           "warm_up"]

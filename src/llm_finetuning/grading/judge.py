@@ -38,6 +38,22 @@ _BASE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
 _BASE_PRED = re.compile(r"^([0-9A-Za-z]+)(?:_\{?(\d+)\}?)?$")
 
 
+GRADERS = ("ours", "math_verify")  # grader: which verdict the rewards and evaluation use
+_selected = {"grader": "ours"}
+
+
+def use_grader(name: str) -> None:
+    """Make ``name`` the verdict of ``grade`` and ``is_equivalent`` in this process (the config's ``grader``)."""
+    from ..errors import PipelineError
+    from . import math_verify
+
+    if name not in GRADERS:
+        raise PipelineError(f"grader: unknown {name!r}; one of {', '.join(GRADERS)}")
+    if name == "math_verify" and (missing := math_verify.problem()):
+        raise PipelineError(f"grader: math_verify {missing}")
+    _selected["grader"] = name
+
+
 def is_equivalent(pred: str, gold: str, timeout: float = 1.0) -> bool:
     """Whether the answer ``pred`` equals the gold answer ``gold`` (both read as answer slots).
 
@@ -46,6 +62,10 @@ def is_equivalent(pred: str, gold: str, timeout: float = 1.0) -> bool:
     >>> is_equivalent("(x+1)^2", "x^2+2x+1"), is_equivalent("The result is 36.", "36")
     (True, True)
     """
+    if _selected["grader"] == "math_verify":
+        from . import math_verify
+
+        return math_verify.is_equivalent(_text(pred), _text(gold))
     try:
         with symbolic.budget(timeout):
             return _matches(_text(pred), final_answers(_text(pred)), _text(gold), timeout)
@@ -68,6 +88,10 @@ def grade(
     >>> grade("<SOLUTION>0.33</SOLUTION>", "\\\\frac{1}{3}"), grade("the sum is 4", "4")
     (False, False)
     """
+    if _selected["grader"] == "math_verify":
+        from . import math_verify
+
+        return math_verify.grade(completion, _text(gold), solution_start, solution_end)
     try:
         if not isinstance(completion, str):
             return False

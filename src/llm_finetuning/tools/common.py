@@ -51,6 +51,7 @@ def add_engine_argument(parser: argparse.ArgumentParser) -> None:
 def config_from(args: argparse.Namespace) -> PipelineConfig:
     """The tool's config: ``--config`` plus every ``--set`` (and ``--engine``), validated; the console set up
     as a run's is (``--verbose``: the libraries' own output too)."""
+    from ..grading import use_grader
     from ..logging_setup import setup_logging
 
     overrides = list(args.overrides)
@@ -58,6 +59,7 @@ def config_from(args: argparse.Namespace) -> PipelineConfig:
         overrides.append(f"evaluation.engine={args.engine}")
     config = PipelineConfig.from_yaml(args.config, overrides)
     setup_logging(config.log_level, verbose=getattr(args, "verbose", False))
+    use_grader(config.grader)
     return config
 
 

@@ -29,11 +29,12 @@ import torch
 
 from ..config import PipelineConfig
 from ..errors import ModelError
+from ..logging_setup import console_stream, libraries_verbose, log_file, set_console_stream
 from ..model.hardware import free_memory, on_cuda, resolve_dtype
 from .weights import forget_reload_state
 
-__all__ = ["CPU_KV_CACHE_GIB", "engine_arguments", "preserved_process_state", "shut_down", "single_process_launch",
-           "start_engine", "stdout_with_a_descriptor"]  # fmt: skip
+__all__ = ["CPU_KV_CACHE_GIB", "engine_arguments", "native_output_to_log", "preserved_process_state", "shut_down",
+           "single_process_launch", "start_engine", "stdout_with_a_descriptor"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ def engine_arguments(config: PipelineConfig, model_path: str) -> dict[str, Any]:
         # vLLM's CPU build cannot rewind a seeded request's generator after a partial (chunked) prefill
         # ("CPU Generator does not use offset"): prompts are prefilled whole there
         "enable_chunked_prefill": on_cuda(),
+        "use_tqdm_on_load": libraries_verbose(),  # its weight-loading bar is for --verbose
     }
 
 
@@ -68,7 +70,7 @@ def start_engine(config: PipelineConfig, model_path: str) -> Any:
         check_cpu_head_size(model_path)
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
     started = time.perf_counter()
-    with single_process_launch(), preserved_process_state(), stdout_with_a_descriptor():
+    with single_process_launch(), preserved_process_state(), stdout_with_a_descriptor(), native_output_to_log():
         llm = LLM(**engine_arguments(config, model_path))
     logger.info("vLLM engine on %s started in %.1fs", model_path, time.perf_counter() - started)
     return llm
@@ -125,6 +127,31 @@ def single_process_launch() -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextmanager
+def native_output_to_log() -> Iterator[None]:
+    """What vLLM's C++ side writes to stderr while an engine starts (thread and NUMA binding notices) goes to
+    training.log, not the console (``--verbose``: the console); Python's own lines go on as they do."""
+    log = log_file()
+    if libraries_verbose() or log is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved, target = os.dup(2), os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    console = console_stream()
+    private = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8")  # our lines keep the terminal
+    set_console_stream(private)
+    os.dup2(target, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        set_console_stream(console)
+        for fd in (saved, target):
+            os.close(fd)
+        private.close()
 
 
 @contextmanager

@@ -31,9 +31,10 @@ from typing import Any
 
 import torch
 
+from ..logging_setup import libraries_verbose
 from ..model.hardware import on_cuda, resolve_dtype
 from .owner import EngineOwner
-from .start import CPU_KV_CACHE_GIB, single_process_launch, stdout_with_a_descriptor
+from .start import CPU_KV_CACHE_GIB, native_output_to_log, single_process_launch, stdout_with_a_descriptor
 from .weights import model_weights, push_weights
 
 __all__ = ["adopt", "trl_engine_start"]
@@ -59,9 +60,10 @@ def trl_engine_start(owner: EngineOwner, logprobs_mode: str | None) -> Iterator[
         overrides["logprobs_mode"] = logprobs_mode
     if not on_cuda():
         overrides["enforce_eager"] = True
+    overrides["use_tqdm_on_load"] = libraries_verbose()  # its weight-loading bar is for --verbose
     trl_generation.LLM = functools.partial(_llm_with, trl_llm, overrides)
     try:
-        with single_process_launch(), stdout_with_a_descriptor():
+        with single_process_launch(), stdout_with_a_descriptor(), native_output_to_log():
             yield process_group_existed
     finally:
         torch.set_num_threads = set_num_threads
