@@ -21,7 +21,8 @@ def user_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # "./file.py:function" is read from where the command runs
     (tmp_path / "mine.py").write_text(
         "def short(completions, limit=3, **kwargs):\n"
-        "    return [1.0 if len(c.split()) <= limit else 0.0 for c in completions]\n"
+        "    texts = [c if isinstance(c, str) else c[-1]['content'] for c in completions]  # TRL: chat messages\n"
+        "    return [1.0 if len(t.split()) <= limit else 0.0 for t in texts]\n"
         "def wrong_length(completions, **kwargs):\n"
         "    return [1.0]\n"
         "def writes(completions, **kwargs):\n"

@@ -106,6 +106,9 @@ def test_hints_registry_names_every_check():
         "tags_missing",
         "constant_rewards",
         "truncated",
+        "phantom_advantages",
+        "all_wrong_groups",
+        "truncated_sampling",
     }
 
 

@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import importlib.util
 import json
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,7 +75,9 @@ def _registry() -> dict[str, tuple[type, type]]:
     if problem:
         raise ConfigError(f"reasoning-gym {problem}")
     try:
-        from reasoning_gym.factory import DATASETS
+        with warnings.catch_warnings():  # cellpylib, which it imports, compiles with SyntaxWarnings: noise to a user
+            warnings.simplefilter("ignore", SyntaxWarning)
+            from reasoning_gym.factory import DATASETS
     except ImportError as exc:  # installed but broken (a dependency missing)
         raise ConfigError(f"reasoning-gym does not import ({exc}); reinstall it with {EXTRA_FIX}") from None
     return DATASETS

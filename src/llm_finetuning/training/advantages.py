@@ -18,8 +18,8 @@ gate removes) and ``groups/correct`` (the share of completions the grader accept
     >>> import torch
     >>> correct = torch.tensor([0., 0., 0., 0., 1., 0., 1., 0.])   # two groups of four
     >>> shaped = torch.tensor([3., 1., 2., 0., 5., 5., 5., 5.])
-    >>> gated_advantages(correct, shaped, group=4, scale="group", tie_weight=0.0).tolist()[:4]
-    [0.0, 0.0, 0.0, 0.0]
+    >>> gated_advantages(correct, shaped, group=4, scale="group", tie_weight=0.0)[:4].abs().sum().item()
+    0.0
 """
 
 from __future__ import annotations
