@@ -181,7 +181,9 @@ def trim_heap() -> None:
 
     glibc raises its mmap threshold each time a large block is freed, after which a training step's activations
     and logits come from the heap, and the heap keeps its high-water mark: on SmolLM2-135M 9.4 of 12.6 GB of RSS
-    was free heap (docs/benchmarks.md). Trimming after each step returns it, at a cost of milliseconds.
+    was free heap (docs/benchmarks.md). Called between phases and after an engine's teardown; not after every
+    training step: there the pages come straight back, and the step pays for faulting them in again
+    (docs/benchmarks.md).
     """
     trim = _malloc_trim()
     if trim is not None:

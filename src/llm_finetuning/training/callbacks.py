@@ -19,7 +19,6 @@ from transformers import TrainerCallback
 
 from ..distributed import any_rank
 from ..logging_setup import libraries_verbose
-from ..model.hardware import trim_heap
 from ..progress import ProgressView, metrics_figures
 from ..run_outputs import MetricsWriter
 
@@ -165,14 +164,6 @@ class GracefulStop(TrainerCallback):
             control.should_save = True
             control.should_training_stop = True
         return control
-
-
-class ReleaseHeap(TrainerCallback):
-    """After every step the C heap's free memory goes back to the system (``hardware.trim_heap``): a step's
-    activations and logits would otherwise stay counted in the process's memory for the whole run."""
-
-    def on_step_end(self, args, state, control, **kwargs):
-        trim_heap()
 
 
 class PeriodicEvaluation(TrainerCallback):

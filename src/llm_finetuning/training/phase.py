@@ -25,7 +25,7 @@ from ..model import ModelManager
 from ..model.hardware import free_memory
 from . import trl_compat
 from .arguments import trainer_settings
-from .callbacks import GracefulStop, MetricsLogging, MetricsWriter, ReleaseHeap, TrainingProgress
+from .callbacks import GracefulStop, MetricsLogging, MetricsWriter, TrainingProgress
 from .checkpoints import CheckpointMarker, checkpoint_step, latest_complete_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class TrainingPhase(ABC):
         progress = TrainingProgress(self.title, self.name, self.answer_rewards)
         TrainingProgress.take_over(trainer)
         logging = [MetricsLogging(self.metrics, self.name)] if self.metrics is not None else []  # none: no file
-        for callback in (CheckpointMarker(run_id), *logging, stop, progress, ReleaseHeap(), *self.callbacks):
+        for callback in (CheckpointMarker(run_id), *logging, stop, progress, *self.callbacks):
             trainer.add_callback(callback)
         checkpoint = self._checkpoint_to_resume(resume, run_id)
         started = time.perf_counter()
