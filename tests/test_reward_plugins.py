@@ -91,3 +91,29 @@ def test_a_reward_from_a_users_file_drives_grpo_and_reaches_metrics_and_report(u
     assert any("rewards/short/mean" in record for record in logs if record["phase"] == "grpo")
     assert "short" in summary["samples"]["after_grpo"][0]["rewards"]
     assert "short" in (user_file / "run" / "report.html").read_text()
+
+
+@pytest.mark.slow
+def test_the_python_api_takes_reward_callables_and_datasets(tmp_path, tiny_config):
+    from datasets import Dataset
+
+    from llm_finetuning.pipeline import RunOptions, run
+
+    sums = [(a, b) for a in range(10) for b in range(10)]
+    rows = Dataset.from_dict({"question": [f"What is {a} + {b}?" for a, b in sums],
+                              "answer": [f"{a} + {b} = {a + b}\n#### {a + b}" for a, b in sums]})  # GSM8K's schema
+    calls = []
+
+    def answered(completions, answer, **kwargs):
+        calls.append(len(completions))
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        return [float(str(gold) in text) for text, gold in zip(texts, answer, strict=True)]
+
+    config = tiny_config("sft_training.max_steps=10", "grpo_training.max_steps=1", "grpo_training.num_generations=4",
+                         "grpo_training.per_device_train_batch_size=8", "grpo_training.max_completion_length=16",
+                         "evaluation.num_samples=4", "evaluation.sampled_k=1", "grpo_training.train_validation_split=0.9")  # fmt: skip
+    summary = run(config, RunOptions(), rewards=[answered], sft_dataset=rows, grpo_dataset=rows)
+    assert summary["phases"]["grpo"]["steps"] == 1 and calls
+    assert summary["phases"]["grpo"]["settings"]["reward_weights"][-1] == 1.0
+    assert "answered" in summary["samples"]["after_grpo"][0]["rewards"]
+    assert "memory:grpo" in (tmp_path / "config.yaml").read_text()

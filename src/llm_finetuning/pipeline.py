@@ -17,6 +17,7 @@ where they need one), and evaluations are shared out and gathered (``evaluation/
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import Any
 import torch
 
 from .atomic_io import write_text_atomic
-from .config import PipelineConfig
+from .config import PipelineConfig, RewardSpec
 from .data import GRPOData, load_grpo_data, load_sft_data
 from .distributed import (
     barrier,
@@ -76,9 +77,15 @@ class RunOptions:
     verbose: bool = False  # the libraries' own progress bars, log lines and messages, as they come
 
 
-def run(config: PipelineConfig, options: RunOptions | None = None) -> dict[str, Any]:
-    """Run the pipeline; return the summary (also written to ``<output_dir>/summary.json``)."""
+def run(config: PipelineConfig, options: RunOptions | None = None, *, rewards: list[Any] | None = None,
+        sft_dataset: Any = None, grpo_dataset: Any = None) -> dict[str, Any]:  # fmt: skip
+    """Run the pipeline; return the summary (also written to ``<output_dir>/summary.json``).
+
+    From Python, ``rewards`` adds reward functions (callables with TRL's signature, weight 1) to the config's, and
+    ``sft_dataset`` / ``grpo_dataset`` (``datasets.Dataset``) stand in for the config's datasets, shaped by the
+    same rules (their format detected from the columns, or the config's ``format``)."""
     options = options or RunOptions()
+    config = _with_objects(config, rewards, sft_dataset, grpo_dataset)
     started = time.perf_counter()
     # 0. the process group (a multi-process launch); the output folder locked for this run before anything is
     #    written there (a second run is refused); logging, threads, the resolved config, a fresh (or resumed)
@@ -126,6 +133,25 @@ def _run_locked(config: PipelineConfig, options: RunOptions, output_dir: Path, l
         if hidden := library_warnings_hidden():
             logger.info("(%d warnings of the libraries are in training.log; --verbose shows them here)", hidden)
     return summary
+
+
+def _with_objects(config: PipelineConfig, rewards: list[Any] | None, sft: Any, grpo: Any) -> PipelineConfig:
+    """The config with Python objects in it: in-memory datasets by name (``data.loader.in_memory``), callables among
+    the rewards."""
+    from .data.loader import in_memory
+
+    data = config.data
+    for key, dataset in (("sft", sft), ("grpo", grpo)):
+        if dataset is not None:
+            spec = getattr(data, key)
+            generated = spec.format in ("synthetic", "reasoning_gym")  # the config's generator: not these rows
+            named = dataclasses.replace(spec, name=in_memory(key, dataset), format="auto" if generated else spec.format)
+            data = dataclasses.replace(data, **{key: named})
+    reward_config = config.rewards
+    if rewards:
+        extra = [RewardSpec(name=reward) for reward in rewards]  # a callable name: rewards/plugin.py
+        reward_config = dataclasses.replace(reward_config, rewards=[*reward_config.rewards, *extra])
+    return config.replace(data=data, rewards=reward_config)
 
 
 def _finish(recorder: RunRecorder, trackers: Trackers, seconds: float, complete: bool) -> dict[str, Any]:

@@ -181,4 +181,6 @@ def to_plain(obj: Any) -> Any:
         return [to_plain(item) for item in obj]
     if isinstance(obj, dict):
         return {key: to_plain(value) for key, value in obj.items()}
+    if callable(obj) and not isinstance(obj, type):  # a reward handed in from Python: named by where it lives
+        return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', repr(obj))}"
     return obj

@@ -44,6 +44,18 @@ LOCAL_BUILDERS = {
     ".csv": "csv",
 }  # suffix -> builder
 SYNTHETIC_PREFIX = "synthetic:"
+MEMORY_PREFIX = "memory:"  # a datasets.Dataset handed to pipeline.run in Python (``in_memory``)
+_IN_MEMORY: dict[str, Any] = {}
+
+
+def in_memory(key: str, dataset: Any) -> str:
+    """Register ``dataset`` (a ``datasets.Dataset`` of this process) and return the name a config gives it."""
+    from datasets import Dataset
+
+    if not isinstance(dataset, Dataset):
+        raise DataError(f"{key}: expected a datasets.Dataset, got {type(dataset).__name__}")
+    _IN_MEMORY[key] = dataset
+    return MEMORY_PREFIX + key
 # Datasets whose name alone hides a trap; keyed by Hub id (a local copy is matched by its path's end).
 DATASET_NOTES = {
     "qwedsacf/competition_math": (
@@ -120,6 +132,11 @@ class DatasetLoader:
     def _read(self) -> Dataset:
         import datasets
 
+        if self.spec.name.startswith(MEMORY_PREFIX):
+            key = self.spec.name[len(MEMORY_PREFIX):]
+            if key not in _IN_MEMORY:
+                raise DataError(f"{self.spec.name}: no dataset was handed to this process under that name")
+            return _IN_MEMORY[key]
         path, kwargs = self._source()
         if "data_files" in kwargs and all(Path(f).stat().st_size == 0 for f in kwargs["data_files"]):
             # datasets raises a bare StopIteration on an empty file; say what is wrong instead
