@@ -10,18 +10,44 @@ run every completion to the budget, and tags written as several ordinary tokens 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 
 import pytest
-from conftest import real_model_marks, vllm_lane_marks
+from conftest import REAL_MODEL, ROOT, TINY_YAML, real_model_marks, vllm_lane_marks
 
 pytestmark = [*real_model_marks(), *vllm_lane_marks()]
 
 ON_VLLM = ("evaluation.engine=vllm", "grpo_training.use_vllm=true")
 
 
+# What third-party output looks like on a console: a library's warning in our format, vLLM's own log format,
+# torch's C++ and glog-style lines, Python warnings, loading bars.
+THIRD_PARTY = re.compile(r"^(warning \(|.*\bWARNING\b|\[W\d|W\d{4} |.*(Future|Syntax|User|Deprecation)Warning"
+                         r"|Loading safetensors)")
+
+
 @pytest.fixture(scope="module")
-def run(real_run):
-    return real_run(*ON_VLLM)
+def console(tmp_path_factory):
+    """The run on vLLM as a user starts it (``run_training.py`` in its own process): its output dir and console."""
+    output = tmp_path_factory.mktemp("real_vllm_run")
+    sets = [arg for item in (*REAL_MODEL, *ON_VLLM) for arg in ("--set", item)]
+    done = subprocess.run([sys.executable, str(ROOT / "run_training.py"), "--config", str(TINY_YAML), "--output-dir",
+                           str(output), *sets], cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return output, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def run(console):
+    return console[0]
+
+
+def test_the_console_holds_no_third_party_warning_line(console):
+    _, text = console
+    noise = [line for line in text.splitlines() if THIRD_PARTY.match(line)]
+    assert noise == [], noise[:10]  # they are in training.log: the run says how many at the end
 
 
 def test_evaluations_and_rollouts_ran_on_vllm_and_the_format_was_learned(run):
