@@ -269,7 +269,8 @@ class Run:
         self.recorder.set(backend=backend.name, backend_reason=backend.reason, precision=precision,
                           rollouts={"engine": rollouts, "reason": why},
                           importance_sampling=importance_sampling(self.config, rollouts).record(),
-                          reference=reference_record(self.config))  # fmt: skip
+                          reference=reference_record(self.config),
+                          chat_template=self.manager.template.record())  # fmt: skip
         if self.deepspeed_config is not None:  # did ZeRO-3 partition the weights as they loaded?
             self.recorder.summary["processes"]["weights_partitioned"] = is_partitioned(self.manager.model)
 

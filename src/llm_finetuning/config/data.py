@@ -247,7 +247,14 @@ class PromptConfig:
     solution_start: str = option("<SOLUTION>", "opens the final answer")
     solution_end: str = option("</SOLUTION>", "closes the final answer")
     chat_template: str = option(
-        "templates/chat_template.jinja", "Jinja template, relative to the project root"
+        "templates/chat_template.jinja", "our Jinja template (template_source: ours), relative to the project root"
+    )
+    template_source: Literal["auto", "model", "ours"] = option(
+        "auto",
+        "whose chat template lays out the turns: model = the tokenizer's own (its role headers and special tokens), "
+        "with the system prompt and the reasoning_start prefill carried in; ours = chat_template (ChatML headers "
+        "where the tokenizer has them, else a plain layout); auto = the model's own where it is not ChatML and "
+        "passes the checks at load (docs/models.md), else ours",
     )
 
     def __post_init__(self) -> None:

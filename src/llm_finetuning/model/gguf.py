@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
+from .own_template import added_token_opening
 
 __all__ = ["MANIFEST", "cache_root", "converted_folder", "repair_tokenizer"]
 
@@ -136,11 +137,7 @@ def _end_of_turn(tokenizer: Any) -> str | None:
         )
     except Exception:  # noqa: BLE001 - a template that cannot render a plain exchange tells nothing
         return None
-    after = rendered.partition(_PROBE)[2]
-    for token in sorted(tokenizer.get_added_vocab(), key=len, reverse=True):
-        if after.startswith(token):
-            return token
-    return None
+    return added_token_opening(tokenizer, rendered.partition(_PROBE)[2])
 
 
 def _sha256(path: Path) -> str:

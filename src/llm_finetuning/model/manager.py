@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,8 @@ from .adapters import atomic_directory, recover_previous
 from .backend import Backend
 from .backends import choose_backend
 from .hardware import free_memory
+from .own_template import TemplateChoice, choose_template
 from .sources import BUILTIN_MODELS, base_model_path
-from .template import apply_chat_template_to
 
 __all__ = ["ModelManager"]
 
@@ -47,16 +48,20 @@ class ModelManager:
         self.model: Any = None
         self.tokenizer: Any = None
         self.base_path: str | None = None  # Hub id or local directory the base weights came from
+        self.template: TemplateChoice | None = None  # whose chat template the tokenizer got, and why
 
     @property
     def uses_lora(self) -> bool:
         return self.config.model.uses_lora
 
     def load(self) -> tuple[Any, Any]:
-        """Load the base model with LoRA (or fully trainable) and the tokenizer with our chat template."""
+        """Load the base model with LoRA (or fully trainable) and the tokenizer with the chat template
+        ``prompt.template_source`` chooses."""
         self.base_path = base_model_path(self.config)
         model, tokenizer = self.backend.load_trainable(self.config.model, self.base_path)
-        self.model, self.tokenizer = model, _prepare_tokenizer(model, tokenizer, self.config)
+        self.template = choose_template(tokenizer, self.config.prompt)
+        logger.info("chat template: %s (%s)", self.template.source, self.template.reason)
+        self.model, self.tokenizer = model, _prepare_tokenizer(model, tokenizer)
         trainable, total = self.parameter_counts()
         mode = "LoRA" if self.uses_lora else "full fine-tuning"
         logger.info("loaded %s (%s): %d of %d parameters trainable", self.base_path, mode, trainable, total)
@@ -169,7 +174,7 @@ class ModelManager:
             raise _misfit(path, manager.base_path, exc) from None
         manager.model, manager.tokenizer = (
             model.eval(),
-            _prepare_tokenizer(model, tokenizer, config, keep_template=True),
+            _prepare_tokenizer(model, _saved_template(tokenizer, config)),
         )
         return manager
 
@@ -197,14 +202,17 @@ class ModelManager:
             raise RuntimeError("ModelManager: call load() (or load_for_inference) first")
 
 
-def _prepare_tokenizer(
-    model: Any, tokenizer: Any, config: PipelineConfig, keep_template: bool = False
-) -> Any:
-    if keep_template and tokenizer.chat_template:
+def _saved_template(tokenizer: Any, config: PipelineConfig) -> Any:
+    """A save's tokenizer keeps the template it was trained with (ours or the model's, wrapped); ours if it has none."""
+    if tokenizer.chat_template:
         tokenizer.padding_side = "left"
         tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
     else:
-        apply_chat_template_to(tokenizer, config.prompt)
+        choose_template(tokenizer, replace(config.prompt, template_source="ours"))
+    return tokenizer
+
+
+def _prepare_tokenizer(model: Any, tokenizer: Any) -> Any:
     for target in (model.config, getattr(model, "generation_config", None)):
         if target is not None and getattr(target, "pad_token_id", None) is None:
             target.pad_token_id = tokenizer.pad_token_id
