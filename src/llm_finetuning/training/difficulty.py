@@ -39,6 +39,8 @@ def keep_within_band(config: PipelineConfig, train: Any, evaluator_for: Any, eng
     saved = _read(folder / FILE, run_id, section.difficulty_band)
     if saved is None:
         pool = train.select(range(min(section.difficulty_pool, len(train))))
+        logger.info("GRPO problems by pass rate: scoring %d training problems, %d samples each (difficulty_band)",
+                    len(pool), section.difficulty_samples)  # fmt: skip
         rows = evaluator_for(pool, section.difficulty_samples).score(engine, "pass rates", sampled=True)
         rates = [sum(row["correct"]) / len(row["correct"]) for row in rows]
         kept = [index for index, rate in enumerate(rates) if low <= rate <= high]
