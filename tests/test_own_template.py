@@ -86,7 +86,7 @@ def test_a_template_that_is_not_safe_gives_way_to_ours_under_auto_and_is_an_erro
     )
     fresh = AutoTokenizer.from_pretrained(tiny_base)
     fresh.chat_template = template
-    with pytest.raises(ModelError, match=f"template_source: model, but the tokenizer's chat template {problem}"):
+    with pytest.raises(ModelError, match=f"template_source: model, but the model's chat template {problem}"):
         choose_template(fresh, replace(PROMPT, template_source="model"))
 
 

@@ -85,10 +85,10 @@ def choose_template(tokenizer: Any, prompt: PromptConfig) -> TemplateChoice:
         _pad_left(tokenizer)
         return kept
     if prompt.template_source == "model":
-        raise ModelError(f"prompt.template_source: model, but the tokenizer's chat template {kept}; set "
+        raise ModelError(f"prompt.template_source: model, but the model's chat template {kept}; set "
                          "prompt.template_source: ours (our ChatML or plain layout)")  # fmt: skip
     apply_chat_template_to(tokenizer, prompt)
-    return TemplateChoice("ours", f"the tokenizer's chat template {kept}")
+    return TemplateChoice("ours", f"the model's chat template {kept}")
 
 
 def _pad_left(tokenizer: Any) -> None:
@@ -125,7 +125,7 @@ def keep_model_template(tokenizer: Any, prompt: PromptConfig) -> TemplateChoice 
         logger.info("the model's template ends a turn with %s: it becomes the eos (was %s)", turn_end,
                     tokenizer.eos_token)  # fmt: skip
         tokenizer.eos_token = turn_end
-    return TemplateChoice("model", "the tokenizer's own chat template, with our system prompt and prefill")
+    return TemplateChoice("model", "the model's own chat template, with our system prompt and prefill")
 
 
 def _conversation(prompt: PromptConfig, with_answer: bool) -> list[dict[str, str]]:
