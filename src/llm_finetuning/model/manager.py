@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from .backends import choose_backend
 from .hardware import free_memory
 from .own_template import TemplateChoice, choose_template
 from .sources import BUILTIN_MODELS, base_model_path
+from .template import apply_chat_template_to
 
 __all__ = ["ModelManager"]
 
@@ -208,7 +208,7 @@ def _saved_template(tokenizer: Any, config: PipelineConfig) -> Any:
         tokenizer.padding_side = "left"
         tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
     else:
-        choose_template(tokenizer, replace(config.prompt, template_source="ours"))
+        apply_chat_template_to(tokenizer, config.prompt)
     return tokenizer
 
 
