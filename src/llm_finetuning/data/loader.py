@@ -56,6 +56,8 @@ def in_memory(key: str, dataset: Any) -> str:
         raise DataError(f"{key}: expected a datasets.Dataset, got {type(dataset).__name__}")
     _IN_MEMORY[key] = dataset
     return MEMORY_PREFIX + key
+
+
 # Datasets whose name alone hides a trap; keyed by Hub id (a local copy is matched by its path's end).
 DATASET_NOTES = {
     "qwedsacf/competition_math": (
