@@ -59,6 +59,7 @@ from .run_outputs import RunRecorder, format_table
 from .trackers import Trackers
 from .training.arguments import check_trainer_settings, reference_record
 from .training.selection import held_out_warning
+from .training.shared_prompt import decide as shared_prompt
 from .vllm_engine import EngineOwner, importance_sampling
 from .vllm_engine.server import wait_for_server
 from .vllm_engine.unsloth import request_standby
@@ -266,8 +267,10 @@ class Run:
         logger.info("precision: %s weights, %s autocast (%s)", precision["weights"], precision["autocast"] or "no",
                     precision["reason"])  # fmt: skip
         logger.info("GRPO rollouts: %s (%s)", rollouts, why)
+        sharing = shared_prompt(self.config.grpo_training.shared_prompt, backend.name, self.manager.model)
+        logger.info("GRPO log-probs: shared prompt %s", sharing.reason)
         self.recorder.set(backend=backend.name, backend_reason=backend.reason, precision=precision,
-                          rollouts={"engine": rollouts, "reason": why},
+                          rollouts={"engine": rollouts, "reason": why}, shared_prompt=sharing.record(),
                           importance_sampling=importance_sampling(self.config, rollouts).record(),
                           reference=reference_record(self.config),
                           chat_template=self.manager.template.record())  # fmt: skip

@@ -70,6 +70,10 @@ class GRPOTrainingConfig:
     mask_truncated_completions: bool = option(
         False, "exclude completions cut at max_completion_length from the loss"
     )
+    shared_prompt: bool = option(
+        True, "compute each group's prompt once in GRPO's log-prob passes (the same log-probs, about 3x less work "
+        "with long prompts); applies on the hf backend with sdpa or eager attention, recorded in summary.json",
+    )
     difficulty_band: list[float] | None = option(
         None,
         "[low, high]: before GRPO, score each of the first difficulty_pool training problems with difficulty_samples "

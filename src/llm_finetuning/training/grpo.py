@@ -4,7 +4,7 @@ Rewards and weights come from the registry; sampling from ``vllm_sampling``; wha
 the backend's choice (``Backend.rollouts``: Unsloth's engine on the model, TRL's vLLM engine, or
 ``model.generate``). TRL's colocated engine on the hf backend is started with the log-prob mode the
 importance-sampling rule chose and handed to the run's ``EngineOwner`` (``vllm_engine/trl.py``), so evaluations
-share it. Evaluation on the validation problems runs every ``eval_steps`` from a callback, greedy, with the
+share it. Where exact, the log-prob passes compute each group's prompt once (``shared_prompt.py``). Evaluation on the validation problems runs every ``eval_steps`` from a callback, greedy, with the
 same judge as the before/after evaluations. Checkpoints go to ``<output_dir>/grpo/``.
 """
 
@@ -20,7 +20,7 @@ from ..data import GRPOData
 from ..evaluation.judge import CompletionJudge
 from ..model import ModelManager
 from ..vllm_engine import EngineOwner, importance_sampling
-from . import advantages
+from . import advantages, shared_prompt
 from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
 from .health import GRPOHealth
@@ -79,9 +79,11 @@ class GRPOPhase(TrainingPhase):
             with trl.trl_engine_start(self.engines, sampling_correction.engine_logprobs) as process_group_existed:
                 trainer = self._trainer(GRPOTrainer, made)
             trl.adopt(trainer, self.engines, process_group_existed)
+        section = self.config.grpo_training
+        if shared_prompt.decide(section.shared_prompt, backend.name, self.manager.model).on:
+            shared_prompt.install(trainer)
         if rollouts in ("trl_colocate", "trl_server"):  # TRL's own loss; Unsloth's compiled trainer has its own
             correct_in_loss(trainer)
-        section = self.config.grpo_training
         judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
         advantages.install(trainer, section.advantages, section.tie_weight, judge.is_correct)
         if trainer.ref_model is not None:  # full fine-tuning: TRL loaded the base model from its path

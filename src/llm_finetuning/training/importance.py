@@ -51,8 +51,7 @@ def correct_in_loss(trainer: Any) -> None:
     """Give ``trainer`` (a TRL GRPOTrainer) the correction in its loss pass, where ``applies``."""
     if not applies(trainer):
         return
-    generate, compute, logps = (trainer._generate_and_score_completions, trainer._compute_loss,
-                                trainer._get_per_token_logps_and_entropies)  # fmt: skip
+    generate, compute = trainer._generate_and_score_completions, trainer._compute_loss
 
     def generate_without_old_logps(self: Any, inputs: Any) -> Any:
         self.vllm_importance_sampling_correction = False  # TRL then skips its no-grad pass (steps are aligned)
@@ -62,6 +61,9 @@ def correct_in_loss(trainer: Any) -> None:
             self.vllm_importance_sampling_correction = True
 
     def compute_with_ratio(self: Any, model: Any, inputs: dict) -> Any:
+        logps = self._get_per_token_logps_and_entropies  # the one installed now (shared_prompt.py's, say)
+        installed = self.__dict__.get("_get_per_token_logps_and_entropies")
+
         def logps_and_ratio(*args: Any, **kwargs: Any) -> Any:
             result = logps(*args, **kwargs)
             if torch.is_grad_enabled() and "importance_sampling_ratio" not in inputs:
@@ -72,7 +74,10 @@ def correct_in_loss(trainer: Any) -> None:
         try:
             return compute(model, inputs)
         finally:
-            del self._get_per_token_logps_and_entropies  # the class's method again
+            if installed is None:
+                del self._get_per_token_logps_and_entropies  # the class's method again
+            else:
+                self._get_per_token_logps_and_entropies = installed
 
     trainer._generate_and_score_completions = types.MethodType(generate_without_old_logps, trainer)
     trainer._compute_loss = types.MethodType(compute_with_ratio, trainer)

@@ -1,0 +1,221 @@
+"""GRPO's log-probs with each group's prompt computed once instead of once per completion.
+
+TRL scores a batch of ``G`` completions per prompt as ``G`` full sequences, prompt included: on the real model
+86 of a sequence's 116 tokens are the prompt, identical across the group. Here the rows that share a prompt
+become one packed row, the prompt followed by each completion::
+
+    [prompt without its last token] [last prompt token, c1 ...] [last prompt token, c2 ...] ...
+
+with a mask under which the prompt attends causally to itself and each completion to the prompt and causally to
+itself, and position ids equal to the columns the tokens had in the padded batch. The last prompt token is
+repeated at the head of each completion (same token, same position, same context) so that the hidden state that
+predicts a completion's first token sits inside its own segment, and TRL's fused LM head scores every position
+against a pre-shifted label. Every completion token then sees exactly the context it sees in the full pass, so
+its log-prob (and the gradient through it, the prompt's activations included, since LoRA changes them too) is the
+full pass's up to floating-point reassociation; tests/test_shared_prompt.py compares both.
+
+When it applies (``decide``): the hf backend (Unsloth's compiled trainer computes its own log-probs), an
+attention implementation that takes an arbitrary mask (``sdpa``, ``eager``), no sliding-window layers (one mask
+serves every layer), no mixture-of-experts router loss (its balance depends on which tokens are in the batch).
+A call it cannot pack exactly (images, a prompt right-padded) goes to TRL's own pass.
+
+    install(trainer)    # a TRL GRPOTrainer; every log-prob pass (loss, reference, old) then shares prompts
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["PackedGroups", "SharedPrompt", "decide", "install", "pack_groups", "unpack"]
+
+_MASKABLE_ATTENTION = ("sdpa", "eager")
+_MULTIMODAL = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "num_tiles",
+               "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SharedPrompt:
+    """The decision for one run: recorded in ``summary.json`` as ``shared_prompt``."""
+
+    on: bool
+    reason: str
+
+    def record(self) -> dict[str, Any]:
+        return {"on": self.on, "reason": self.reason}
+
+
+def decide(asked: bool, backend_name: str, model: Any) -> SharedPrompt:
+    """Whether GRPO's log-prob passes share each group's prompt, for this backend and model."""
+    if not asked:
+        return SharedPrompt(False, "off, as configured (grpo_training.shared_prompt: false)")
+    if backend_name != "hf":
+        return SharedPrompt(False, f"off: the {backend_name} backend's GRPO trainer computes its own log-probs")
+    config = model.config.get_text_config()
+    attention = getattr(config, "_attn_implementation", None) or "eager"
+    if attention not in _MASKABLE_ATTENTION:
+        return SharedPrompt(False, f"off: attention '{attention}' takes no arbitrary mask (sdpa and eager do)")
+    if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or ()):
+        return SharedPrompt(False, "off: the model has sliding-window layers, which one shared mask cannot express")
+    if getattr(config, "output_router_logits", False):
+        return SharedPrompt(False, "off: a mixture-of-experts router loss depends on the tokens in the batch")
+    return SharedPrompt(True, f"on: each group's prompt is computed once ({attention} attention)")
+
+
+@dataclass(frozen=True)
+class PackedGroups:
+    """A batch's rows packed by shared prompt; ``source`` maps each completion token back to its scoring slot."""
+
+    input_ids: torch.Tensor  # (U, L): one row per distinct prompt
+    attention_mask: torch.Tensor  # (U, 1, L, L) bool, True where a query may attend a key
+    position_ids: torch.Tensor  # (U, L): each token's column in the padded batch
+    shift_labels: torch.Tensor  # (U, L): the token each position scores, -100 where none
+    source: torch.Tensor  # (B, C): flat index into (U * L) scoring completion token k of row i, -1 where masked
+
+
+def pack_groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_length: int) -> PackedGroups:
+    """Pack ``input_ids`` (B, P + C; left-padded prompts, right-padded completions) by distinct prompt."""
+    width = input_ids.size(1) - completion_length
+    prompt_key = input_ids[:, :width].masked_fill(attention_mask[:, :width] == 0, -1)
+    _, group_of = torch.unique(prompt_key, dim=0, return_inverse=True)
+    rows = [_packed_row(input_ids, attention_mask, width, members)
+            for members in (torch.nonzero(group_of == g).flatten().tolist() for g in range(int(group_of.max()) + 1))]  # fmt: skip
+    length = max(len(row.tokens) for row in rows)
+    source = torch.full((input_ids.size(0), completion_length), -1, dtype=torch.long)
+    for index, row in enumerate(rows):
+        for member, slots in row.slots.items():
+            source[member] = torch.where(slots >= 0, slots + index * length, slots)
+    tensors = [row.padded(length) for row in rows]
+    return PackedGroups(
+        input_ids=torch.stack([t[0] for t in tensors]).to(input_ids.device),
+        attention_mask=torch.stack([t[1] for t in tensors]).unsqueeze(1).to(input_ids.device),
+        position_ids=torch.stack([t[2] for t in tensors]).to(input_ids.device),
+        shift_labels=torch.stack([t[3] for t in tensors]).to(input_ids.device),
+        source=source.to(input_ids.device),
+    )
+
+
+@dataclass
+class _Row:
+    tokens: list[int]
+    positions: list[int]
+    labels: list[int]
+    segment: list[int]  # 0: the prompt; i > 0: the i-th completion
+    attends: list[bool]  # whether the position may be attended as a key
+    slots: dict[int, torch.Tensor]  # batch row -> packed position scoring each completion column (-1: masked)
+
+    def padded(self, length: int) -> tuple[torch.Tensor, ...]:
+        extra = length - len(self.tokens)
+        tokens = torch.tensor(self.tokens + [0] * extra)
+        positions = torch.tensor(self.positions + [0] * extra)
+        labels = torch.tensor(self.labels + [-100] * extra)
+        segment = torch.tensor(self.segment + [-1] * extra)
+        key_ok = torch.tensor(self.attends + [False] * extra)
+        order = torch.arange(length)
+        causal = order.unsqueeze(1) >= order.unsqueeze(0)
+        same_or_prompt = (segment.unsqueeze(0) == 0) | (segment.unsqueeze(0) == segment.unsqueeze(1))
+        mask = causal & same_or_prompt & key_ok.unsqueeze(0)
+        mask |= torch.eye(length, dtype=torch.bool) & (segment == -1).unsqueeze(1)  # padding queries: no NaN rows
+        return tokens, mask, positions, labels
+
+
+def _packed_row(input_ids: torch.Tensor, attention_mask: torch.Tensor, width: int, members: list[int]) -> _Row:
+    ids, mask = input_ids.tolist(), attention_mask.tolist()
+    first = members[0]
+    prompt = [column for column in range(width - 1) if mask[first][column]]
+    row = _Row(tokens=[ids[first][c] for c in prompt], positions=prompt, labels=[-100] * len(prompt),
+               segment=[0] * len(prompt), attends=[True] * len(prompt), slots={})  # fmt: skip
+    for number, member in enumerate(members, start=1):
+        completion = ids[member][width:]
+        kept = mask[member][width:]
+        scored = max((k + 1 for k, on in enumerate(kept) if on), default=0)  # up to the last attended token
+        start = len(row.tokens)
+        # the last prompt token, then each completion token but the last: position k scores completion token k
+        row.tokens += [ids[member][width - 1]] + completion[: max(scored - 1, 0)]
+        row.positions += list(range(width - 1, width - 1 + max(scored, 1)))
+        row.attends += [True] + [bool(on) for on in kept[: max(scored - 1, 0)]]
+        row.segment += [number] * max(scored, 1)
+        row.labels += [token if on else -100 for token, on in zip(completion[:scored], kept[:scored], strict=True)]
+        row.labels += [-100] * (max(scored, 1) - scored)
+        slots = torch.full((len(completion),), -1, dtype=torch.long)
+        for k in range(scored):
+            if kept[k]:
+                slots[k] = start + k
+        row.slots[member] = slots
+    return row
+
+
+def unpack(values: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    """Per-position ``values`` (U, L) of the packed batch back to the batch's completion tokens (B, C); 0 where
+    nothing was scored, as TRL's pass gives."""
+    picked = values.reshape(-1)[source.clamp(min=0)]
+    return torch.where(source >= 0, picked, torch.zeros_like(picked))
+
+
+def _packable(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_length: int, compute_aux_loss: bool,
+              extra: dict[str, Any]) -> bool:  # fmt: skip
+    prompt_ends_real = bool(attention_mask[:, input_ids.size(1) - completion_length - 1].all())  # left-padded
+    return prompt_ends_real and not compute_aux_loss and all(extra.get(name) is None for name in _MULTIMODAL)
+
+
+def install(trainer: Any) -> None:
+    """Give ``trainer`` (a TRL GRPOTrainer) log-prob passes that compute each group's prompt once."""
+    plain = trainer._get_per_token_logps_and_entropies
+
+    def shared_logps(self: Any, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     logits_to_keep: int, batch_size: int | None = None, compute_entropy: bool = False,
+                     compute_aux_loss: bool = False, **extra: Any) -> Any:  # fmt: skip
+        if not _packable(input_ids, attention_mask, logits_to_keep, compute_aux_loss, extra):
+            return plain(model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy,
+                         compute_aux_loss, **extra)  # fmt: skip
+        logps, entropies = [], []
+        for rows in _chunks(input_ids, attention_mask, logits_to_keep, batch_size or input_ids.size(0)):
+            packed = pack_groups(input_ids[rows], attention_mask[rows], logits_to_keep)
+            mask = _attention_mask(packed.attention_mask, model, self.accelerator)
+            with self.accelerator.autocast():
+                outputs = model(input_ids=packed.input_ids, attention_mask=mask, position_ids=packed.position_ids,
+                                shift_labels=packed.shift_labels, fused_lm_head=True)  # fmt: skip
+            logps.append((rows, unpack(outputs.log_probs, packed.source)))
+            if compute_entropy:
+                entropies.append((rows, unpack(outputs.entropy, packed.source)))
+        return _in_order(logps, input_ids.size(0)), _in_order(entropies, input_ids.size(0)), None
+
+    trainer._get_per_token_logps_and_entropies = types.MethodType(shared_logps, trainer)
+
+
+def _chunks(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_length: int,
+            batch_size: int) -> list[torch.Tensor]:  # fmt: skip
+    """Row indices of the batch in chunks of whole groups, each of about ``batch_size`` rows (TRL's memory bound)."""
+    width = input_ids.size(1) - completion_length
+    key = input_ids[:, :width].masked_fill(attention_mask[:, :width] == 0, -1)
+    _, group_of = torch.unique(key, dim=0, return_inverse=True)
+    chunks, current = [], []
+    for group in range(int(group_of.max()) + 1):
+        members = torch.nonzero(group_of == group).flatten().tolist()
+        if current and len(current) + len(members) > batch_size:
+            chunks.append(current)
+            current = []
+        current += members
+    chunks.append(current)
+    return [torch.tensor(rows, device=input_ids.device) for rows in chunks]
+
+
+def _in_order(parts: list[tuple[torch.Tensor, torch.Tensor]], batch: int) -> torch.Tensor | None:
+    if not parts:
+        return None
+    rows = torch.cat([rows for rows, _ in parts])
+    values = torch.cat([values for _, values in parts])
+    return values[torch.argsort(rows)] if rows.numel() == batch else values
+
+
+def _attention_mask(allowed: torch.Tensor, model: Any, accelerator: Any) -> torch.Tensor:
+    """The boolean mask as the attention implementation takes it: sdpa a boolean, eager an additive float."""
+    config = accelerator.unwrap_model(model).config.get_text_config()
+    if getattr(config, "_attn_implementation", "eager") == "sdpa":
+        return allowed
+    dtype = next(accelerator.unwrap_model(model).parameters()).dtype
+    dtype = dtype if dtype.is_floating_point else torch.float32
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)

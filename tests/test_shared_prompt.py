@@ -1,0 +1,236 @@
+"""GRPO's log-probs with each group's prompt computed once give the full pass's log-probs and gradients.
+
+The layout on literal batches; the values against TRL's own pass through a real TRL GRPOTrainer on the small tiny
+model (sdpa and eager attention, fp32 and bf16, prompts of different lengths, left padding, completions with
+holes in their mask, partial groups as a micro-batch under gradient accumulation holds them, TRL's row chunks);
+two GRPO runs of the pipeline with and without it. The same comparison on SmolLM2 is in test_real_model.py.
+
+Tolerances: in fp32 the two passes differ only by the order of floating-point sums (log-probs within 1e-5,
+gradients within 1e-5 relative). In bf16 both round differently, so the shared pass is held to the plain pass's
+own accuracy: its distance to the fp32 values is at most 1.25 times the plain bf16 pass's distance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from llm_finetuning.training import shared_prompt, trl_compat
+from llm_finetuning.training.shared_prompt import decide, pack_groups, unpack
+
+PROMPT, COMPLETION = 12, 9
+
+
+def literal_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """Two prompts (lengths 3 and 2, left-padded to 4); three rows, the first and third sharing a prompt."""
+    ids = torch.tensor([[0, 11, 12, 13, 21, 22, 0],
+                        [0, 0, 14, 15, 23, 0, 0],
+                        [0, 11, 12, 13, 24, 25, 26]])  # fmt: skip
+    mask = torch.tensor([[0, 1, 1, 1, 1, 1, 0],
+                         [0, 0, 1, 1, 1, 0, 0],
+                         [0, 1, 1, 1, 1, 0, 1]])  # fmt: skip
+    return ids, mask
+
+
+def test_rows_sharing_a_prompt_become_one_packed_row_with_the_prompt_once():
+    ids, mask = literal_batch()
+    packed = pack_groups(ids, mask, completion_length=3)
+    assert packed.input_ids.shape[0] == 2  # two distinct prompts
+    row = packed.input_ids.tolist()[[11 in r for r in packed.input_ids.tolist()].index(True)]
+    # prompt without its last token; then per completion: the last prompt token and the completion but its last
+    assert row[:7] == [11, 12] + [13, 21] + [13, 24, 25]
+    other = packed.input_ids.tolist()[[14 in r for r in packed.input_ids.tolist()].index(True)]
+    assert other[:2] == [14, 15]
+
+
+def test_positions_labels_and_mask_follow_the_padded_batch():
+    ids, mask = literal_batch()
+    packed = pack_groups(ids, mask, completion_length=3)
+    index = [11 in r for r in packed.input_ids.tolist()].index(True)
+    positions, labels = packed.position_ids[index].tolist(), packed.shift_labels[index].tolist()
+    allowed = packed.attention_mask[index, 0]
+    # columns 1, 2 of the prompt; segment 1 (row 0): column 3 then 4; segment 2 (row 2): 3, 4, 5
+    assert positions[:7] == [1, 2, 3, 4, 3, 4, 5]
+    assert labels[:7] == [-100, -100, 21, 22, 24, -100, 26]  # row 2's token 25 is masked: not scored
+    assert allowed[6].tolist()[:7] == [True, True, False, False, True, True, False]  # not row 0, not the hole
+    assert not allowed[2, 4] and allowed[4, 0] and allowed[4, 4]  # causal inside a segment, the prompt for all
+    # each completion token maps back to the packed position that scores it, masked tokens to nothing
+    assert packed.source[0].tolist() == [index * packed.input_ids.size(1) + 2, index * packed.input_ids.size(1) + 3, -1]
+    assert packed.source[2, 1].item() == -1 and packed.source[2, 2].item() >= 0
+
+
+def test_unpack_puts_zeros_where_nothing_was_scored():
+    values = torch.arange(6.0).reshape(2, 3)
+    source = torch.tensor([[0, 4, -1], [-1, -1, 5]])
+    assert unpack(values, source).tolist() == [[0.0, 4.0, 0.0], [0.0, 0.0, 5.0]]
+
+
+@pytest.mark.parametrize(("asked", "backend", "attention", "layers", "on", "reason"), [
+    (True, "hf", "sdpa", None, True, "on: each group's prompt is computed once (sdpa attention)"),
+    (True, "hf", "eager", ["full_attention"], True, "eager attention"),
+    (False, "hf", "sdpa", None, False, "off, as configured"),
+    (True, "unsloth", "sdpa", None, False, "the unsloth backend's GRPO trainer computes its own log-probs"),
+    (True, "hf", "flash_attention_2", None, False, "attention 'flash_attention_2' takes no arbitrary mask"),
+    (True, "hf", "sdpa", ["sliding_attention", "full_attention"], False, "sliding-window layers"),
+])  # fmt: skip
+def test_the_decision_says_why(asked, backend, attention, layers, on, reason):
+    config = SimpleNamespace(_attn_implementation=attention, layer_types=layers, output_router_logits=False)
+    config.get_text_config = lambda: config
+    decision = decide(asked, backend, SimpleNamespace(config=config))
+    assert decision.on is on and reason in decision.reason
+    assert decision.record() == {"on": on, "reason": decision.reason}
+
+
+def grpo_trainer(tiny_base, tmp_path, attention: str, dtype: torch.dtype):
+    """A real TRL GRPOTrainer over a LoRA-wrapped small tiny model, LoRA B non-zero so the adapter matters."""
+    from datasets import Dataset
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    trl_compat.install()
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, attn_implementation=attention, dtype=dtype)
+    model = get_peft_model(model, LoraConfig(r=8, target_modules=["q_proj", "v_proj", "gate_proj"], lora_dropout=0.0))
+    generator = torch.Generator().manual_seed(1)
+    for name, parameter in model.named_parameters():
+        if "lora_B" in name:
+            parameter.data = torch.randn(parameter.shape, generator=generator).to(parameter.dtype) * 0.05
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=dtype == torch.bfloat16,
+                      per_device_train_batch_size=8, num_generations=4, max_completion_length=8, report_to=[])  # fmt: skip
+    return GRPOTrainer(model=model, args=args, reward_funcs=lambda completions, **_: [0.0] * len(completions),
+                       train_dataset=Dataset.from_dict({"prompt": ["x"] * 8}))  # fmt: skip
+
+
+def varied_batch(vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Three prompts of lengths 12, 7 and 10 (left-padded); ten rows in mixed order, groups of 4, 3 and 3 as a
+    gradient-accumulation slice holds them; completions of 0 to 9 tokens, some with a masked token inside."""
+    generator = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(5, vocab, (n,), generator=generator) for n in (12, 7, 10)]
+    owners = [0, 1, 2, 0, 1, 0, 2, 1, 0, 2]
+    ids = torch.zeros(len(owners), PROMPT + COMPLETION, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, owner in enumerate(owners):
+        prompt = prompts[owner]
+        ids[row, PROMPT - len(prompt) : PROMPT], mask[row, PROMPT - len(prompt) : PROMPT] = prompt, 1
+        length = int(torch.randint(0, COMPLETION + 1, (1,), generator=generator))
+        ids[row, PROMPT : PROMPT + length] = torch.randint(5, vocab, (length,), generator=generator)
+        mask[row, PROMPT : PROMPT + length] = 1
+        if length > 4 and row % 3 == 0:
+            mask[row, PROMPT + 2] = 0
+    return ids, mask
+
+
+def log_probs_and_gradients(trainer, pass_, ids, mask, batch_size=None, autocast=True):
+    model = trainer.model
+    model.zero_grad()
+    weights = torch.randn(ids.size(0), COMPLETION, generator=torch.Generator().manual_seed(2))
+    context = contextlib.nullcontext() if autocast else _without_autocast(trainer)
+    with context:
+        logps, entropies, _ = pass_(model, ids, mask, COMPLETION, batch_size=batch_size, compute_entropy=True)
+    (logps * weights).sum().backward()
+    gradients = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    return logps.detach(), entropies.detach(), gradients
+
+
+@contextlib.contextmanager
+def _without_autocast(trainer):
+    trainer.accelerator.autocast, kept = contextlib.nullcontext, trainer.accelerator.autocast
+    try:
+        yield
+    finally:
+        trainer.accelerator.autocast = kept
+
+
+def plain_and_shared(trainer, ids, mask, batch_size=None, autocast=True):
+    from trl import GRPOTrainer
+
+    def plain(*args, **kwargs):
+        return GRPOTrainer._get_per_token_logps_and_entropies(trainer, *args, **kwargs)
+
+    shared_prompt.install(trainer)
+    shared = trainer._get_per_token_logps_and_entropies
+    return (log_probs_and_gradients(trainer, plain, ids, mask, batch_size, autocast),
+            log_probs_and_gradients(trainer, shared, ids, mask, batch_size, autocast))  # fmt: skip
+
+
+def largest_relative_gap(first: dict, second: dict) -> float:
+    assert first.keys() == second.keys() and first
+    return max(((first[name] - second[name]).norm() / first[name].norm()).item() for name in first)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("batch_size", [None, 4])  # 4: TRL's row chunks, here whole groups of about 4 rows
+def test_fp32_log_probs_entropies_and_lora_gradients_equal_the_full_pass(tiny_base, tmp_path, attention, batch_size):
+    trainer = grpo_trainer(tiny_base, tmp_path, attention, torch.float32)
+    ids, mask = varied_batch(trainer.model.config.vocab_size)
+    plain, shared = plain_and_shared(trainer, ids, mask, batch_size)
+    scored = mask[:, PROMPT:].bool()
+    assert (plain[0][scored] - shared[0][scored]).abs().max() < 1e-5
+    assert (plain[1][scored] - shared[1][scored]).abs().max() < 1e-5
+    assert shared[0][~scored].abs().max() == 0 and plain[0][~scored].abs().max() == 0
+    assert largest_relative_gap(plain[2], shared[2]) < 1e-5
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_bf16_shared_pass_is_as_close_to_fp32_as_the_plain_bf16_pass(tiny_base, tmp_path, attention):
+    exact = grpo_trainer(tiny_base, tmp_path / "fp32", attention, torch.float32)
+    ids, mask = varied_batch(exact.model.config.vocab_size)
+    reference, _ = plain_and_shared(exact, ids, mask, autocast=False)
+    trainer = grpo_trainer(tiny_base, tmp_path / "bf16", attention, torch.bfloat16)
+    plain, shared = plain_and_shared(trainer, ids, mask)
+    scored = mask[:, PROMPT:].bool()
+
+    def distance(result):
+        return (result[0][scored] - reference[0][scored]).abs().mean().item()
+
+    assert distance(shared) <= 1.25 * distance(plain) + 1e-6
+    plain_gap, shared_gap = largest_relative_gap(reference[2], plain[2]), largest_relative_gap(reference[2], shared[2])
+    assert shared_gap <= 1.25 * plain_gap + 1e-6
+
+
+def test_the_importance_sampling_correction_wraps_the_shared_pass_and_leaves_it_installed(tiny_base, tmp_path):
+    from llm_finetuning.training.importance import correct_in_loss
+
+    trainer = grpo_trainer(tiny_base, tmp_path, "sdpa", torch.float32)
+    shared_prompt.install(trainer)
+    shared = trainer._get_per_token_logps_and_entropies
+    calls = []
+    trainer._compute_loss = lambda model, inputs: calls.append(trainer._get_per_token_logps_and_entropies)
+    trainer.use_vllm, trainer.vllm_importance_sampling_correction = True, True  # as on vLLM rollouts
+    correct_in_loss(trainer)
+    trainer._compute_loss(trainer.model, {})
+    assert calls and calls[0].__closure__ is not None  # the correction's wrapper ran in the loss pass ...
+    assert shared in [cell.cell_contents for cell in calls[0].__closure__]  # ... around the shared pass
+    assert trainer._get_per_token_logps_and_entropies == shared  # and put it back afterwards
+
+
+@pytest.mark.slow
+def test_grpo_trains_the_same_with_and_without_the_shared_prompt(tmp_path, tiny_config):
+    from safetensors.torch import load_file
+
+    from llm_finetuning.pipeline import RunOptions, run
+
+    runs = {}
+    for shared in (True, False):
+        config = tiny_config("model.dtype=float32", "grpo_training.max_steps=2",
+                             "grpo_training.per_device_train_batch_size=4", "grpo_training.gradient_accumulation_steps=2",
+                             "grpo_training.num_generations=4", "grpo_training.max_completion_length=12",
+                             "grpo_training.beta=0.04", "grpo_training.logging_steps=1", "evaluation.enabled=false",
+                             f"grpo_training.shared_prompt={str(shared).lower()}", output_dir=tmp_path / str(shared))  # fmt: skip
+        summary = run(config, RunOptions(skip_sft=True))
+        assert summary["shared_prompt"]["on"] is shared
+        records = [json.loads(line) for line in (tmp_path / str(shared) / "metrics.jsonl").read_text().splitlines()]
+        steps = [r for r in records if r.get("phase") == "grpo" and "loss" in r]
+        weights = load_file(tmp_path / str(shared) / "grpo_saved_lora" / "model.safetensors")  # full fine-tuning
+        runs[shared] = steps, weights
+    (on_steps, on_adapter), (off_steps, off_adapter) = runs[True], runs[False]
+    assert len(on_steps) == len(off_steps) == 2
+    for on, off in zip(on_steps, off_steps, strict=True):
+        assert on["reward"] == off["reward"]  # the same rollouts
+        assert on["grad_norm"] > 0 and on["grad_norm"] == pytest.approx(off["grad_norm"], rel=1e-4)
+        assert on["kl"] == pytest.approx(off["kl"], abs=1e-6)  # the reference (a frozen copy) shares prompts too
+    assert max((on_adapter[k] - off_adapter[k]).abs().max().item() for k in on_adapter) < 1e-6
