@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+import types
 from collections import defaultdict
 from pathlib import Path
 from typing import ClassVar
@@ -77,9 +78,22 @@ class StepSplit(TrainerCallback):
             setattr(trainer_class, name, timed(name, part))
         trainer_class._get_per_token_logps_and_entropies = timed("_get_per_token_logps_and_entropies",
                                                                 "log-probs (no grad)")  # fmt: skip
+        from llm_finetuning.training import shared_prompt
+
+        install = shared_prompt.install
+
+        def install_timed(trainer):  # our pass is the trainer's own attribute: time it as the class's is
+            install(trainer)
+            originals["shared"] = trainer._get_per_token_logps_and_entropies.__func__
+            trainer._get_per_token_logps_and_entropies = types.MethodType(timed("shared", "log-probs (no grad)"),
+                                                                          trainer)  # fmt: skip
+
+        shared_prompt.install = install_timed
         try:
             yield self
         finally:
+            shared_prompt.install = install
+            originals.pop("shared", None)
             for name, original in originals.items():
                 setattr(trainer_class, name, original)
 

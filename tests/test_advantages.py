@@ -69,7 +69,7 @@ def test_a_gated_grpo_run_trains_and_records_its_groups(tmp_path, tiny_config):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
-def test_the_kl_reference_is_the_policy_grpo_starts_from(lora, tmp_path, tiny_config):
+def test_the_kl_reference_is_the_policy_grpo_starts_from_and_is_not_saved(lora, tmp_path, tiny_config):
     from conftest import SIMPLE_SUMS
 
     from llm_finetuning.pipeline import RunOptions, run
@@ -79,8 +79,9 @@ def test_the_kl_reference_is_the_policy_grpo_starts_from(lora, tmp_path, tiny_co
                          "grpo_training.beta=0.1", "grpo_training.per_device_train_batch_size=8",
                          "grpo_training.num_generations=4", "grpo_training.max_completion_length=16",
                          "grpo_training.logging_steps=1", "evaluation.enabled=false")  # fmt: skip
-    summary = run(config, RunOptions())
-    assert summary["reference"]["model"] == "the policy GRPO starts from"
+    summary = run(config, RunOptions(preflight=True))  # the preflight's GRPO trainer comes first: TRL adds a
+    assert summary["reference"]["model"] == "the policy GRPO starts from"  # "ref" adapter per trainer
+    assert not (tmp_path / "grpo_saved_lora" / "ref").exists()  # the reference is not saved with the adapter
     first = next(json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
                  if '"phase": "grpo"' in line and '"kl"' in line)  # fmt: skip
     assert first["kl"] < 1e-6  # the first step's policy is the reference itself; the pre-SFT model is far from it

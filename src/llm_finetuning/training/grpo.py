@@ -56,9 +56,16 @@ class GRPOPhase(TrainingPhase):
         pairs = zip(reward_funcs, reward_weights, strict=True)  # the answer part of the reward, for the console
         self.answer_rewards = {f.__name__: weight for f, weight in pairs if getattr(f, "needs_answer", False)}
 
+    def run(self, resume: bool = False, run_id: str | None = None) -> Any:
+        try:
+            return super().run(resume, run_id)
+        finally:
+            drop_reference_adapter(self.manager.model)  # not saved with the trained adapter
+
     def build_trainer(self) -> Any:
         from trl import GRPOConfig, GRPOTrainer  # after unsloth, when unsloth is the backend
 
+        drop_reference_adapter(self.manager.model)  # a preflight's trainer made one: TRL refuses to add it twice
         backend = self.manager.backend
         arguments = grpo_arguments(
             self.config, self.output_dir, backend, self.data.max_completion_length, self.reward_weights,
@@ -98,6 +105,13 @@ class GRPOPhase(TrainingPhase):
             train_dataset=self.data.train,
             processing_class=self.manager.tokenizer,
         )
+
+
+def drop_reference_adapter(model: Any) -> None:
+    """Delete the frozen copy of the adapter TRL adds as the KL reference (a LoRA model with beta > 0, adapter
+    "ref"): it belongs to one trainer, and would be saved next to the trained adapter."""
+    if "ref" in (getattr(model, "peft_config", None) or {}):
+        model.delete_adapter("ref")
 
 
 def frozen_copy(trainer: Any) -> Any:
