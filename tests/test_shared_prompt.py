@@ -20,6 +20,7 @@ import pytest
 import torch
 from conftest import ROOT, real_model_marks
 
+from llm_finetuning.model import get_backend
 from llm_finetuning.training import shared_prompt, trl_compat
 from llm_finetuning.training.shared_prompt import decide, pack_groups, unpack
 
@@ -74,14 +75,14 @@ def test_unpack_puts_zeros_where_nothing_was_scored():
     (True, "hf", "sdpa", None, True, "on: each group's prompt is computed once (sdpa attention)"),
     (True, "hf", "eager", ["full_attention"], True, "eager attention"),
     (False, "hf", "sdpa", None, False, "off, as configured"),
-    (True, "unsloth", "sdpa", None, False, "the unsloth backend's GRPO trainer computes its own log-probs"),
+    (True, "unsloth", "sdpa", None, False, "the unsloth backend runs its own model code and GRPO log-probs"),
     (True, "hf", "flash_attention_2", None, False, "attention 'flash_attention_2' takes no arbitrary mask"),
     (True, "hf", "sdpa", ["sliding_attention", "full_attention"], False, "sliding-window layers"),
 ])  # fmt: skip
 def test_the_decision_says_why(asked, backend, attention, layers, on, reason):
     config = SimpleNamespace(_attn_implementation=attention, layer_types=layers, output_router_logits=False)
     config.get_text_config = lambda: config
-    decision = decide(asked, backend, SimpleNamespace(config=config))
+    decision = decide(asked, get_backend(backend), SimpleNamespace(config=config))
     assert decision.on is on and reason in decision.reason
     assert decision.record() == {"on": on, "reason": decision.reason}
 

@@ -267,7 +267,7 @@ class Run:
         logger.info("precision: %s weights, %s autocast (%s)", precision["weights"], precision["autocast"] or "no",
                     precision["reason"])  # fmt: skip
         logger.info("GRPO rollouts: %s (%s)", rollouts, why)
-        sharing = shared_prompt(self.config.grpo_training.shared_prompt, backend.name, self.manager.model)
+        sharing = shared_prompt(self.config.grpo_training.shared_prompt, backend, self.manager.model)
         logger.info("GRPO log-probs: shared prompt %s", sharing.reason)
         self.recorder.set(backend=backend.name, backend_reason=backend.reason, precision=precision,
                           rollouts={"engine": rollouts, "reason": why}, shared_prompt=sharing.record(),

@@ -42,6 +42,7 @@ class Backend(ABC):
     several_processes: ClassVar[bool] = True  # whether a multi-process launch may run it
     engine_share_setting: ClassVar[str]  # the config field that sizes the vLLM engine GRPO generates with
     engine_holds_training_weights: ClassVar[bool]  # the engine shares the trained weights (else: a second copy)
+    model_code_is_transformers: ClassVar[bool] = True  # attention and masks as transformers implements them
 
     def __init__(self, reason: str = "") -> None:
         self.reason = reason or self.asked_for()

@@ -63,6 +63,7 @@ class UnslothBackend(Backend):
     several_processes = False  # Unsloth trains in one process
     engine_share_setting = "model.gpu_memory_utilization"
     engine_holds_training_weights = True
+    model_code_is_transformers = False  # Unsloth patches the model's forward and compiles GRPO's loss
 
     @classmethod
     def asked_for(cls) -> str:

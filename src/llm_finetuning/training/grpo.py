@@ -87,7 +87,7 @@ class GRPOPhase(TrainingPhase):
                 trainer = self._trainer(GRPOTrainer, made)
             trl.adopt(trainer, self.engines, process_group_existed)
         section = self.config.grpo_training
-        if shared_prompt.decide(section.shared_prompt, backend.name, self.manager.model).on:
+        if shared_prompt.decide(section.shared_prompt, backend, self.manager.model).on:
             shared_prompt.install(trainer)
         if rollouts in ("trl_colocate", "trl_server"):  # TRL's own loss; Unsloth's compiled trainer has its own
             correct_in_loss(trainer)

@@ -48,12 +48,12 @@ class SharedPrompt:
         return {"on": self.on, "reason": self.reason}
 
 
-def decide(asked: bool, backend_name: str, model: Any) -> SharedPrompt:
-    """Whether GRPO's log-prob passes share each group's prompt, for this backend and model."""
+def decide(asked: bool, backend: Any, model: Any) -> SharedPrompt:
+    """Whether GRPO's log-prob passes share each group's prompt, for this backend (``model.Backend``) and model."""
     if not asked:
         return SharedPrompt(False, "off, as configured (grpo_training.shared_prompt: false)")
-    if backend_name != "hf":
-        return SharedPrompt(False, f"off: the {backend_name} backend's GRPO trainer computes its own log-probs")
+    if not backend.model_code_is_transformers:
+        return SharedPrompt(False, f"off: the {backend.name} backend runs its own model code and GRPO log-probs")
     config = model.config.get_text_config()
     attention = getattr(config, "_attn_implementation", None) or "eager"
     if attention not in _MASKABLE_ATTENTION:
