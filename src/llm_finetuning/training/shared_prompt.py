@@ -79,10 +79,8 @@ class PackedGroups:
 def pack_groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_length: int) -> PackedGroups:
     """Pack ``input_ids`` (B, P + C; left-padded prompts, right-padded completions) by distinct prompt."""
     width = input_ids.size(1) - completion_length
-    prompt_key = input_ids[:, :width].masked_fill(attention_mask[:, :width] == 0, -1)
-    _, group_of = torch.unique(prompt_key, dim=0, return_inverse=True)
     rows = [_packed_row(input_ids, attention_mask, width, members)
-            for members in (torch.nonzero(group_of == g).flatten().tolist() for g in range(int(group_of.max()) + 1))]  # fmt: skip
+            for members in _groups(input_ids, attention_mask, width)]  # fmt: skip
     length = max(len(row.tokens) for row in rows)
     source = torch.full((input_ids.size(0), completion_length), -1, dtype=torch.long)
     for index, row in enumerate(rows):
@@ -181,20 +179,25 @@ def install(trainer: Any) -> None:
             logps.append((rows, unpack(outputs.log_probs, packed.source)))
             if compute_entropy:
                 entropies.append((rows, unpack(outputs.entropy, packed.source)))
-        return _in_order(logps, input_ids.size(0)), _in_order(entropies, input_ids.size(0)), None
+        return _in_order(logps), _in_order(entropies), None
 
     trainer._get_per_token_logps_and_entropies = types.MethodType(shared_logps, trainer)
+
+
+def _groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, width: int) -> list[list[int]]:
+    """The batch's rows grouped by prompt (the first ``width`` columns, padding ignored), in first-seen order."""
+    key = input_ids[:, :width].masked_fill(attention_mask[:, :width] == 0, -1)
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for row, prompt in enumerate(key.tolist()):
+        groups.setdefault(tuple(prompt), []).append(row)
+    return list(groups.values())
 
 
 def _chunks(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_length: int,
             batch_size: int) -> list[torch.Tensor]:  # fmt: skip
     """Row indices of the batch in chunks of whole groups, each of about ``batch_size`` rows (TRL's memory bound)."""
-    width = input_ids.size(1) - completion_length
-    key = input_ids[:, :width].masked_fill(attention_mask[:, :width] == 0, -1)
-    _, group_of = torch.unique(key, dim=0, return_inverse=True)
     chunks, current = [], []
-    for group in range(int(group_of.max()) + 1):
-        members = torch.nonzero(group_of == group).flatten().tolist()
+    for members in _groups(input_ids, attention_mask, input_ids.size(1) - completion_length):
         if current and len(current) + len(members) > batch_size:
             chunks.append(current)
             current = []
@@ -203,12 +206,12 @@ def _chunks(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_le
     return [torch.tensor(rows, device=input_ids.device) for rows in chunks]
 
 
-def _in_order(parts: list[tuple[torch.Tensor, torch.Tensor]], batch: int) -> torch.Tensor | None:
+def _in_order(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor | None:
+    """The chunks' values back in the batch's row order."""
     if not parts:
         return None
     rows = torch.cat([rows for rows, _ in parts])
-    values = torch.cat([values for _, values in parts])
-    return values[torch.argsort(rows)] if rows.numel() == batch else values
+    return torch.cat([values for _, values in parts])[torch.argsort(rows)]
 
 
 def _attention_mask(allowed: torch.Tensor, model: Any, accelerator: Any) -> torch.Tensor:
