@@ -4,8 +4,9 @@ Rewards and weights come from the registry; sampling from ``vllm_sampling``; wha
 the backend's choice (``Backend.rollouts``: Unsloth's engine on the model, TRL's vLLM engine, or
 ``model.generate``). TRL's colocated engine on the hf backend is started with the log-prob mode the
 importance-sampling rule chose and handed to the run's ``EngineOwner`` (``vllm_engine/trl.py``), so evaluations
-share it. Where exact, the log-prob passes compute each group's prompt once (``shared_prompt.py``). Evaluation on the validation problems runs every ``eval_steps`` from a callback, greedy, with the
-same judge as the before/after evaluations. Checkpoints go to ``<output_dir>/grpo/``.
+share it. Where exact, the log-prob passes compute each group's prompt once (``shared_prompt.py``). Evaluation
+on the validation problems runs every ``eval_steps`` from a callback, greedy, with the same judge as the
+before/after evaluations. Checkpoints go to ``<output_dir>/grpo/``.
 """
 
 from __future__ import annotations
