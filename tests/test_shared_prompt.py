@@ -22,7 +22,7 @@ from conftest import ROOT, real_model_marks
 
 from llm_finetuning.model import get_backend
 from llm_finetuning.training import shared_prompt, trl_compat
-from llm_finetuning.training.shared_prompt import decide, pack_groups, unpack
+from llm_finetuning.training.shared_prompt import common_prefix, decide, pack_groups, pack_prefix, unpack
 
 PROMPT, COMPLETION = 12, 9
 
@@ -72,10 +72,10 @@ def test_unpack_puts_zeros_where_nothing_was_scored():
 
 
 @pytest.mark.parametrize(("asked", "backend", "attention", "layers", "on", "reason"), [
-    (True, "hf", "sdpa", None, True, "on: each group's prompt is computed once (sdpa attention)"),
+    (True, "hf", "sdpa", None, True, "on: tokens several rows share are computed once (sdpa attention)"),
     (True, "hf", "eager", ["full_attention"], True, "eager attention"),
     (False, "hf", "sdpa", None, False, "off, as configured"),
-    (True, "unsloth", "sdpa", None, False, "the unsloth backend runs its own model code and GRPO log-probs"),
+    (True, "unsloth", "sdpa", None, False, "the unsloth backend runs its own model code and log-probs"),
     (True, "hf", "flash_attention_2", None, False, "attention 'flash_attention_2' takes no arbitrary mask"),
     (True, "hf", "sdpa", ["sliding_attention", "full_attention"], False, "sliding-window layers"),
 ])  # fmt: skip
@@ -272,3 +272,96 @@ def test_on_smollm2_fp32_equals_and_bf16_is_as_close_as_the_plain_pass(tmp_path,
     path, prompts = smollm2_prompts()
     fp32_equals_the_full_pass(path, tmp_path / "fp32", attention, prompts=prompts, tolerance=1e-4)
     bf16_matches_fp32_as_the_plain_pass_does(path, tmp_path / "bf16", attention, prompts=prompts)
+
+
+def test_the_common_prefix_stops_at_the_first_difference_padding_or_label():
+    ids = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 3, 0], [5, 6, 7, 8, 2]])
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+    unscored = torch.full_like(ids, -100)
+    assert common_prefix(ids, mask, unscored) == 3  # column 3 differs in row 1
+    labels = unscored.clone()
+    labels[0, 2] = 7
+    assert common_prefix(ids, mask, labels) == 2  # a scored token is never inside the shared part
+
+
+def test_a_prefix_packed_batch_has_the_prefix_once_and_no_padding():
+    ids = torch.tensor([[5, 6, 7, 21, 22, 0], [5, 6, 7, 31, 32, 33]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]])
+    labels = torch.tensor([[-100, -100, -100, 21, 22, -100], [-100, -100, -100, 31, 32, 33]])
+    packed = pack_prefix(ids, mask, labels, common_prefix(ids, mask, labels))
+    assert packed.input_ids.tolist() == [[5, 6, 7, 21, 7, 31, 32]]  # prefix minus its last token, then each rest
+    assert packed.position_ids.tolist() == [[0, 1, 2, 3, 2, 3, 4]]
+    assert packed.shift_labels.tolist() == [[-100, -100, 21, 22, 31, 32, 33]]
+    assert packed.source.tolist() == [[2, 3, -1], [4, 5, 6]]  # columns 3, 4, 5 of each row
+
+
+def sft_trainer_and_batch(tiny_base, tiny_tokenizer, tmp_path):
+    """A real TRL SFTTrainer on the LoRA-wrapped small tiny model, and one collated batch of our conversations."""
+    from datasets import Dataset
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    from trl import SFTConfig, SFTTrainer
+
+    from llm_finetuning.config import PromptConfig
+    from llm_finetuning.data.processor import conversation
+
+    trl_compat.install()
+    system = PromptConfig().system_prompt
+    rows = [(f"What is {a} + {b}?", f"{a} + {b} = {a + b}" + " ok" * (a % 4)) for a, b in ((3, 4), (12, 9), (7, 30))]
+    data = Dataset.from_dict({"prompt": [conversation(system, q) for q, _ in rows],
+                              "completion": [[{"role": "assistant", "content": c}] for _, c in rows]})  # fmt: skip
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32)
+    model = get_peft_model(model, LoraConfig(r=8, target_modules=["q_proj", "v_proj", "down_proj"], lora_dropout=0.0))
+    generator = torch.Generator().manual_seed(3)
+    for name, parameter in model.named_parameters():
+        if "lora_B" in name:
+            parameter.data = torch.randn(parameter.shape, generator=generator) * 0.02
+    args = SFTConfig(output_dir=str(tmp_path / "sft"), use_cpu=True, bf16=False, per_device_train_batch_size=3,
+                     report_to=[], max_length=512)  # fmt: skip
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tiny_tokenizer)
+    return trainer, next(iter(trainer.get_train_dataloader()))
+
+
+def test_sft_loss_gradients_and_metrics_equal_the_padded_pass(tiny_base, tiny_tokenizer, tmp_path):
+    trainer, batch = sft_trainer_and_batch(tiny_base, tiny_tokenizer, tmp_path)
+    assert common_prefix(batch["input_ids"], batch["attention_mask"], batch["labels"]) > 10  # the system prompt
+    assert (batch["attention_mask"] == 0).any()  # and padding to drop
+
+    def loss_and_gradients():
+        trainer.model.zero_grad()
+        trainer._metrics["train"].clear()
+        loss = trainer.compute_loss(trainer.model, dict(batch))
+        loss.backward()
+        metrics = {name: values[-1] for name, values in trainer._metrics["train"].items()}
+        return loss.item(), {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}, metrics
+
+    plain = loss_and_gradients()
+    shared_prompt.install_sft(trainer)
+    shared = loss_and_gradients()
+    assert shared[0] == pytest.approx(plain[0], abs=1e-5)
+    assert largest_relative_gap(plain[1], shared[1]) < 1e-5
+    assert shared[2].keys() == plain[2].keys()
+    per_batch = {name: value for name, value in shared[2].items() if name != "num_tokens"}  # that one accumulates
+    assert {n: v for n, v in per_batch.items() if v != pytest.approx(plain[2][n], abs=1e-4)} == {}  # entropy, accuracy
+    assert shared[2]["num_tokens"] == 2 * plain[2]["num_tokens"]  # the same tokens counted again
+
+
+@pytest.mark.slow
+def test_sft_trains_the_same_with_and_without_the_shared_prefix(tmp_path, tiny_config):
+    from safetensors.torch import load_file
+
+    from llm_finetuning.pipeline import RunOptions, run
+
+    runs = {}
+    for shared in (True, False):
+        config = tiny_config("model.dtype=float32", "sft_training.max_steps=3", "sft_training.logging_steps=1",
+                             "evaluation.enabled=false", f"sft_training.shared_prefix={str(shared).lower()}",
+                             output_dir=tmp_path / str(shared))  # fmt: skip
+        summary = run(config, RunOptions(skip_grpo=True))
+        assert summary["shared_prefix"]["on"] is shared
+        records = [json.loads(line) for line in (tmp_path / str(shared) / "metrics.jsonl").read_text().splitlines()]
+        losses = [r["loss"] for r in records if r.get("phase") == "sft" and "loss" in r]
+        runs[shared] = losses, load_file(tmp_path / str(shared) / "sft" / "final" / "model.safetensors")
+    (on_losses, on_weights), (off_losses, off_weights) = runs[True], runs[False]
+    assert len(on_losses) == 3 and on_losses == pytest.approx(off_losses, abs=1e-5)
+    assert max((on_weights[k] - off_weights[k]).abs().max().item() for k in on_weights) < 1e-5

@@ -268,9 +268,12 @@ class Run:
                     precision["reason"])  # fmt: skip
         logger.info("GRPO rollouts: %s (%s)", rollouts, why)
         sharing = shared_prompt(self.config.grpo_training.shared_prompt, backend, self.manager.model)
-        logger.info("GRPO log-probs: shared prompt %s", sharing.reason)
+        prefix = shared_prompt(self.config.sft_training.shared_prefix, backend, self.manager.model,
+                               "sft_training.shared_prefix")  # fmt: skip
+        logger.info("GRPO log-probs: shared prompt %s; SFT: shared prefix %s", sharing.reason, prefix.reason)
         self.recorder.set(backend=backend.name, backend_reason=backend.reason, precision=precision,
                           rollouts={"engine": rollouts, "reason": why}, shared_prompt=sharing.record(),
+                          shared_prefix=prefix.record(),
                           importance_sampling=importance_sampling(self.config, rollouts).record(),
                           reference=reference_record(self.config),
                           chat_template=self.manager.template.record())  # fmt: skip

@@ -24,6 +24,10 @@ class SFTTrainingConfig:
     weight_decay: float = option(0.001, "AdamW weight decay")
     optim: str = option("adamw_torch", "transformers optimiser name (adamw_8bit on GPU saves memory)")
     max_grad_norm: float = option(1.0, "gradient clipping")
+    shared_prefix: bool = option(
+        True, "compute the tokens every row of a batch begins with (the system prompt) once and drop the padding "
+        "(the same loss); applies on the hf backend with sdpa or eager attention, recorded in summary.json",
+    )
     logging_steps: int = option(5, "log every N steps")
     save_steps: int = option(50, "checkpoint every N steps")
     save_total_limit: int = option(2, "keep at most this many checkpoints")

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..config import PipelineConfig
 from ..model import ModelManager
+from . import shared_prompt
 from .arguments import SFT_SETTINGS, sft_arguments
 from .callbacks import MetricsWriter
 from .phase import TrainingPhase
@@ -32,7 +33,11 @@ class SFTPhase(TrainingPhase):
 
         arguments = sft_arguments(self.config, self.output_dir, self.manager.backend)
         args = SFTConfig(**{**arguments, **self.argument_overrides})
-        return SFTTrainer(
+        trainer = SFTTrainer(
             model=self.manager.model, args=args, train_dataset=self.train_dataset,
             processing_class=self.manager.tokenizer,
         )
+        if shared_prompt.decide(self.config.sft_training.shared_prefix, self.manager.backend, self.manager.model,
+                                "sft_training.shared_prefix").on:  # fmt: skip
+            shared_prompt.install_sft(trainer)
+        return trainer

@@ -30,7 +30,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["PackedGroups", "SharedPrompt", "decide", "install", "pack_groups", "unpack"]
+__all__ = ["PackedGroups", "SharedPrompt", "common_prefix", "decide", "install", "install_sft", "pack_groups",
+           "pack_prefix", "unpack"]
 
 _MASKABLE_ATTENTION = ("sdpa", "eager")
 _MULTIMODAL = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "num_tiles",
@@ -48,12 +49,13 @@ class SharedPrompt:
         return {"on": self.on, "reason": self.reason}
 
 
-def decide(asked: bool, backend: Any, model: Any) -> SharedPrompt:
-    """Whether GRPO's log-prob passes share each group's prompt, for this backend (``model.Backend``) and model."""
+def decide(asked: bool, backend: Any, model: Any, setting: str = "grpo_training.shared_prompt") -> SharedPrompt:
+    """Whether a phase's log-prob passes may compute shared tokens once, for this backend (``model.Backend``) and
+    model; ``setting`` is the config field that asked."""
     if not asked:
-        return SharedPrompt(False, "off, as configured (grpo_training.shared_prompt: false)")
+        return SharedPrompt(False, f"off, as configured ({setting}: false)")
     if not backend.model_code_is_transformers:
-        return SharedPrompt(False, f"off: the {backend.name} backend runs its own model code and GRPO log-probs")
+        return SharedPrompt(False, f"off: the {backend.name} backend runs its own model code and log-probs")
     config = model.config.get_text_config()
     attention = getattr(config, "_attn_implementation", None) or "eager"
     if attention not in _MASKABLE_ATTENTION:
@@ -62,7 +64,7 @@ def decide(asked: bool, backend: Any, model: Any) -> SharedPrompt:
         return SharedPrompt(False, "off: the model has sliding-window layers, which one shared mask cannot express")
     if getattr(config, "output_router_logits", False):
         return SharedPrompt(False, "off: a mixture-of-experts router loss depends on the tokens in the batch")
-    return SharedPrompt(True, f"on: each group's prompt is computed once ({attention} attention)")
+    return SharedPrompt(True, f"on: tokens several rows share are computed once ({attention} attention)")
 
 
 @dataclass(frozen=True)
@@ -77,12 +79,35 @@ class PackedGroups:
 
 
 def pack_groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_length: int) -> PackedGroups:
-    """Pack ``input_ids`` (B, P + C; left-padded prompts, right-padded completions) by distinct prompt."""
+    """Pack ``input_ids`` (B, P + C; left-padded prompts, right-padded completions) by distinct prompt; ``source``
+    covers the completion columns."""
     width = input_ids.size(1) - completion_length
-    rows = [_packed_row(input_ids, attention_mask, width, members)
-            for members in _groups(input_ids, attention_mask, width)]  # fmt: skip
+    scored = attention_mask.bool() & (torch.arange(input_ids.size(1), device=input_ids.device) >= width)
+    labels = input_ids.masked_fill(~scored, -100)
+    return _pack(input_ids, attention_mask, labels, _groups(input_ids, attention_mask, width), width)
+
+
+def common_prefix(input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor) -> int:
+    """How many leading columns every row shares (same tokens, attended) before any row's first scored token."""
+    same = (input_ids == input_ids[:1]).all(0) & attention_mask.bool().all(0)
+    width = int(same.int().cumprod(0).sum())
+    scored = (labels != -100).any(0).nonzero()
+    return min(width, int(scored[0])) if len(scored) else width
+
+
+def pack_prefix(input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+                width: int) -> PackedGroups:  # fmt: skip
+    """Pack a batch whose rows share their first ``width`` columns (``common_prefix``) into one row: the prefix
+    once, then each row's rest, without padding; ``source`` covers the columns from ``width`` on."""
+    return _pack(input_ids, attention_mask, labels, [list(range(input_ids.size(0)))], width)
+
+
+def _pack(input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor, groups: list[list[int]],
+          width: int) -> PackedGroups:  # fmt: skip
+    ids, mask, scored = input_ids.tolist(), attention_mask.tolist(), labels.tolist()
+    rows = [_packed_row(ids, mask, scored, width, members) for members in groups]
     length = max(len(row.tokens) for row in rows)
-    source = torch.full((input_ids.size(0), completion_length), -1, dtype=torch.long)
+    source = torch.full((input_ids.size(0), input_ids.size(1) - width), -1, dtype=torch.long)
     for index, row in enumerate(rows):
         for member, slots in row.slots.items():
             source[member] = torch.where(slots >= 0, slots + index * length, slots)
@@ -101,9 +126,9 @@ class _Row:
     tokens: list[int]
     positions: list[int]
     labels: list[int]
-    segment: list[int]  # 0: the prompt; i > 0: the i-th completion
+    segment: list[int]  # 0: the shared prompt; i > 0: the i-th row's rest
     attends: list[bool]  # whether the position may be attended as a key
-    slots: dict[int, torch.Tensor]  # batch row -> packed position scoring each completion column (-1: masked)
+    slots: dict[int, torch.Tensor]  # batch row -> packed position scoring each column from the width on (-1: none)
 
     def padded(self, length: int) -> tuple[torch.Tensor, ...]:
         extra = length - len(self.tokens)
@@ -120,27 +145,25 @@ class _Row:
         return tokens, mask, positions, labels
 
 
-def _packed_row(input_ids: torch.Tensor, attention_mask: torch.Tensor, width: int, members: list[int]) -> _Row:
-    ids, mask = input_ids.tolist(), attention_mask.tolist()
+def _packed_row(ids: list[list[int]], mask: list[list[int]], labels: list[list[int]], width: int,
+                members: list[int]) -> _Row:  # fmt: skip
     first = members[0]
     prompt = [column for column in range(width - 1) if mask[first][column]]
     row = _Row(tokens=[ids[first][c] for c in prompt], positions=prompt, labels=[-100] * len(prompt),
                segment=[0] * len(prompt), attends=[True] * len(prompt), slots={})  # fmt: skip
     for number, member in enumerate(members, start=1):
-        completion = ids[member][width:]
-        kept = mask[member][width:]
-        scored = max((k + 1 for k, on in enumerate(kept) if on), default=0)  # up to the last attended token
-        start = len(row.tokens)
-        # the last prompt token, then each completion token but the last: position k scores completion token k
-        row.tokens += [ids[member][width - 1]] + completion[: max(scored - 1, 0)]
-        row.positions += list(range(width - 1, width - 1 + max(scored, 1)))
-        row.attends += [True] + [bool(on) for on in kept[: max(scored - 1, 0)]]
-        row.segment += [number] * max(scored, 1)
-        row.labels += [token if on else -100 for token, on in zip(completion[:scored], kept[:scored], strict=True)]
-        row.labels += [-100] * (max(scored, 1) - scored)
-        slots = torch.full((len(completion),), -1, dtype=torch.long)
+        rest, kept, wanted = ids[member][width:], mask[member][width:], labels[member][width:]
+        scored = max((k + 1 for k, label in enumerate(wanted) if label != -100), default=0)  # to the last label
+        start, span = len(row.tokens), max(scored, 1)
+        # the prompt's last token, then the rest but its last scored token: position k scores column width + k
+        row.tokens += [ids[member][width - 1]] + rest[: span - 1]
+        row.positions += list(range(width - 1, width - 1 + span))
+        row.attends += [bool(mask[member][width - 1])] + [bool(on) for on in kept[: span - 1]]
+        row.segment += [number] * span
+        row.labels += wanted[:scored] + [-100] * (span - scored)
+        slots = torch.full((len(rest),), -1, dtype=torch.long)
         for k in range(scored):
-            if kept[k]:
+            if wanted[k] != -100:
                 slots[k] = start + k
         row.slots[member] = slots
     return row
@@ -222,3 +245,57 @@ def _attention_mask(allowed: torch.Tensor, model: Any, accelerator: Any) -> torc
     dtype = next(accelerator.unwrap_model(model).parameters()).dtype
     dtype = dtype if dtype.is_floating_point else torch.float32
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+_SFT_INPUTS = {"input_ids", "attention_mask", "labels", "use_cache", "fused_lm_head"}
+
+
+def install_sft(trainer: Any) -> None:
+    """Give ``trainer`` (a TRL SFTTrainer) a loss pass that computes the batch's common prefix (the system prompt,
+    say) once and carries no padding; TRL's loss and metrics read the outputs in the batch's own layout."""
+    compute = trainer.compute_loss
+
+    def compute_loss(self: Any, model: Any, inputs: dict, return_outputs: bool = False,
+                     num_items_in_batch: Any = None) -> Any:  # fmt: skip
+        shared = _PrefixShared(model, self.accelerator) if set(inputs) <= _SFT_INPUTS else model
+        return compute(shared, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+
+    trainer.compute_loss = types.MethodType(compute_loss, trainer)
+
+
+class _PrefixShared:
+    """The model as TRL's SFT loss calls it (``model(**inputs, fused_lm_head=True)``), packing the batch first."""
+
+    def __init__(self, model: Any, accelerator: Any) -> None:
+        self.model, self.accelerator = model, accelerator
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+                 fused_lm_head: bool = False, **rest: Any) -> Any:  # fmt: skip
+        width = common_prefix(input_ids, attention_mask, labels)
+        if not fused_lm_head or width < 1 or set(rest) - {"use_cache"}:
+            return self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels,
+                              fused_lm_head=fused_lm_head, **rest)  # fmt: skip
+        from trl.trainer.utils import FusedCausalLMOutput
+
+        packed = pack_prefix(input_ids, attention_mask, labels, width)
+        outputs = self.model(input_ids=packed.input_ids, position_ids=packed.position_ids,
+                             attention_mask=_attention_mask(packed.attention_mask, self.model, self.accelerator),
+                             shift_labels=packed.shift_labels, fused_lm_head=True, use_cache=False)  # fmt: skip
+
+        def in_batch_layout(values: torch.Tensor | None) -> torch.Tensor | None:  # (B, T - 1), as TRL's pass gives
+            if values is None:
+                return None
+            before = values.new_zeros(input_ids.size(0), width - 1)  # columns 1 .. width - 1 carry no label
+            return torch.cat([before, unpack(values, packed.source)], dim=1)
+
+        label_mask = labels[:, 1:] != -100
+        log_probs = in_batch_layout(outputs.log_probs)
+        return FusedCausalLMOutput(
+            loss=-log_probs.sum() / label_mask.sum().clamp(min=1), log_probs=log_probs,
+            entropy=in_batch_layout(outputs.entropy), log_sum_sq_probs=in_batch_layout(outputs.log_sum_sq_probs),
+            mean_logits=in_batch_layout(outputs.mean_logits), is_top1=in_batch_layout(outputs.is_top1),
+            label_mask=label_mask,
+        )
