@@ -1,4 +1,5 @@
-"""GRPO's log-probs with each group's prompt computed once instead of once per completion.
+"""Tokens several rows share, computed once: GRPO's log-probs with each group's prompt computed once instead of
+once per completion, and SFT's loss with the batch's common prefix (the system prompt) once and no padding.
 
 TRL scores a batch of ``G`` completions per prompt as ``G`` full sequences, prompt included: on the real model
 86 of a sequence's 116 tokens are the prompt, identical across the group. Here the rows that share a prompt
@@ -19,7 +20,12 @@ attention implementation that takes an arbitrary mask (``sdpa``, ``eager``), no 
 serves every layer), no mixture-of-experts router loss (its balance depends on which tokens are in the batch).
 A call it cannot pack exactly (images, a prompt right-padded) goes to TRL's own pass.
 
-    install(trainer)    # a TRL GRPOTrainer; every log-prob pass (loss, reference, old) then shares prompts
+SFT (``install_sft``): every row of a batch begins with the same system prompt, so the whole batch is one group
+keyed on its common prefix (``common_prefix``, never past the first scored token): the prefix once, then each
+row's rest; TRL's loss and metrics read the outputs in the batch's own layout.
+
+    install(trainer)        # a TRL GRPOTrainer; every log-prob pass (loss, reference, old) then shares prompts
+    install_sft(trainer)    # a TRL SFTTrainer; its loss pass computes the common prefix once
 """
 
 from __future__ import annotations
