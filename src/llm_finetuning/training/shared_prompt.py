@@ -81,7 +81,7 @@ class PackedGroups:
     attention_mask: torch.Tensor  # (U, 1, L, L) bool, True where a query may attend a key
     position_ids: torch.Tensor  # (U, L): each token's column in the padded batch
     shift_labels: torch.Tensor  # (U, L): the token each position scores, -100 where none
-    source: torch.Tensor  # (B, C): flat index into (U * L) scoring completion token k of row i, -1 where masked
+    source: torch.Tensor  # (B, T - width): flat index into (U * L) scoring each column from the width on, -1: none
 
 
 def pack_groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_length: int) -> PackedGroups:
@@ -176,7 +176,7 @@ def _packed_row(ids: list[list[int]], mask: list[list[int]], labels: list[list[i
 
 
 def unpack(values: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
-    """Per-position ``values`` (U, L) of the packed batch back to the batch's completion tokens (B, C); 0 where
+    """Per-position ``values`` (U, L) of the packed batch back to the batch's columns ``source`` covers; 0 where
     nothing was scored, as TRL's pass gives."""
     picked = values.reshape(-1)[source.clamp(min=0)]
     return torch.where(source >= 0, picked, torch.zeros_like(picked))
@@ -245,10 +245,10 @@ def _in_order(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor | 
 
 def _attention_mask(allowed: torch.Tensor, model: Any, accelerator: Any) -> torch.Tensor:
     """The boolean mask as the attention implementation takes it: sdpa a boolean, eager an additive float."""
-    config = accelerator.unwrap_model(model).config.get_text_config()
-    if getattr(config, "_attn_implementation", "eager") == "sdpa":
+    unwrapped = accelerator.unwrap_model(model)
+    if getattr(unwrapped.config.get_text_config(), "_attn_implementation", "eager") == "sdpa":
         return allowed
-    dtype = next(accelerator.unwrap_model(model).parameters()).dtype
+    dtype = next(unwrapped.parameters()).dtype
     dtype = dtype if dtype.is_floating_point else torch.float32
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
 
