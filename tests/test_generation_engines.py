@@ -100,10 +100,11 @@ def test_a_vllm_request_means_what_model_generate_does():
                       "temperature": 0.0}  # fmt: skip
     sampled = SamplingSettings(greedy=False, num_samples=4, temperature=0.7, top_p=0.9, top_k=-1, min_p=0.1,
                                max_new_tokens=12, seed=3)  # fmt: skip
-    arguments = sampling_arguments(sampled, eos_token_id=5, seed=11)
-    assert arguments["n"] == 1  # one request per sample: a seeded request with n > 1 repeats one sample
+    arguments = sampling_arguments(sampled, eos_token_id=5)
+    assert arguments["n"] == 1  # one request per sample
     assert (arguments["temperature"], arguments["top_p"], arguments["top_k"], arguments["min_p"]) == (0.7, 0.9, 0, 0.1)
-    assert arguments["seed"] == 11 and arguments["stop_token_ids"] == [5] and arguments["ignore_eos"] is True
+    assert arguments["stop_token_ids"] == [5] and arguments["ignore_eos"] is True
+    assert "seed" not in arguments  # drawn from torch's generator seeded once (seeded_draws): vLLM's batched path
 
 
 @pytest.mark.parametrize(

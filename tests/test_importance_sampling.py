@@ -98,16 +98,17 @@ def test_trls_engine_is_started_reporting_the_mode_the_rule_chose(monkeypatch):
     import trl.generation.vllm_generation as trl_generation
 
     from llm_finetuning.vllm_engine import EngineOwner
-    from llm_finetuning.vllm_engine.trl import trl_engine_start
+    from llm_finetuning.vllm_engine.trl import EVALUATION_SEQS, trl_engine_start
 
     built = []
     monkeypatch.setattr(trl_generation, "LLM", lambda **arguments: built.append(arguments), raising=False)
     owner = EngineOwner(PipelineConfig())
-    for mode in ("raw_logprobs", None):
+    for mode, seqs in (("raw_logprobs", 32), (None, 512)):  # TRL's max_num_seqs: one training batch
         with trl_engine_start(owner, mode):
-            trl_generation.LLM(model="m", logprobs_mode="processed_logprobs")  # as TRL's VLLMGeneration calls it
+            trl_generation.LLM(model="m", logprobs_mode="processed_logprobs", max_num_seqs=seqs)  # as TRL calls it
     assert [arguments["logprobs_mode"] for arguments in built] == ["raw_logprobs", "processed_logprobs"]
     assert built[0]["model"] == "m"
+    assert [arguments["max_num_seqs"] for arguments in built] == [EVALUATION_SEQS, 512]  # room for evaluation
     eager = [arguments.get("enforce_eager") for arguments in built]
     assert eager == ([None, None] if torch.cuda.is_available() else [True, True])  # a CPU: eager, as ours is
     from llm_finetuning.model.hardware import resolve_dtype

@@ -84,15 +84,20 @@ def test_sampled_accuracy_agrees_within_sampling_noise(loaded, manager, problems
         assert abs(scored["hf"][key] - scored["vllm"][key]) <= noise, (key, scored)
 
 
-def test_a_seed_fixes_the_vllm_samples_and_a_group_holds_different_ones(loaded, manager, problems):
+def test_a_seed_fixes_the_vllm_samples_and_leaves_trainings_random_state_alone(loaded, manager, problems):
+    import torch
+
     from llm_finetuning.generation import SamplingSettings
 
     prompts = list(problems["prompt"])[:4]
+    torch.manual_seed(123)
+    state = torch.random.get_rng_state()
     first, again, other = (
         loaded.engine.generate(prompts, SamplingSettings.from_config(manager.config, num_samples=K,
                                                                       max_new_tokens=TOKENS, seed=seed))
         for seed in (7, 7, 8)
     )  # fmt: skip
+    assert torch.equal(torch.random.get_rng_state(), state)  # drawn in a forked random state
     assert first == again and first != other
     assert all(len({c.text for c in group}) > 1 for group in first)  # not one sample repeated K times
 

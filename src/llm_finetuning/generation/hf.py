@@ -9,13 +9,12 @@ tokens skipped — our tags are ordinary tokens, so they survive.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from .settings import Completion, Conversation, Progress, SamplingSettings
+from .settings import Completion, Conversation, Progress, SamplingSettings, seeded_draws
 
 
 def generate_kwargs(sampling: SamplingSettings) -> dict[str, Any]:
@@ -77,7 +76,7 @@ def generate_detailed(
     tokenizer.padding_side = "left"
     results: list[list[Completion]] = []
     try:
-        with _seeded(sampling):
+        with seeded_draws(sampling):
             for start in range(0, len(texts), batch_size):
                 batch = _generate_batch(model, tokenizer, texts[start : start + batch_size], sampling)
                 results.extend(batch)
@@ -88,18 +87,6 @@ def generate_detailed(
         if was_training:
             model.train()
     return results
-
-
-@contextmanager
-def _seeded(sampling: SamplingSettings) -> Iterator[None]:
-    """Sample from ``sampling.seed`` in a forked random state: the caller's (training's) stream is untouched."""
-    if sampling.greedy or sampling.seed is None:
-        yield
-        return
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(sampling.seed)
-        yield
 
 
 def _generate_batch(

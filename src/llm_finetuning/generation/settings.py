@@ -14,7 +14,8 @@ settings (GRPO, sampled evaluation, ``debug_grpo.py`` and ``evaluate --k`` all s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..config import PipelineConfig
@@ -80,3 +81,20 @@ def generation_budget(config: PipelineConfig, computed: int | None = None) -> in
     ``computed`` from the data), else half of ``max_seq_length``."""
     budget = config.evaluation.max_new_tokens or config.grpo_training.max_completion_length or computed
     return budget or config.model.max_seq_length // 2
+
+
+@contextmanager
+def seeded_draws(sampling: SamplingSettings) -> Iterator[None]:
+    """Draw ``sampling``'s samples from ``sampling.seed`` in a forked random state: the same seed gives the same
+    samples, and the caller's (training's) stream is left where it was. Both engines sample from torch's global
+    generator in this process (vLLM's in-process engine too: its sampler takes one batched draw per step), so
+    this one seed is what fixes their samples."""
+    if sampling.greedy or sampling.seed is None:
+        yield
+        return
+    import torch
+
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(sampling.seed)
+        yield

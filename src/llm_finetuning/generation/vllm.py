@@ -3,8 +3,10 @@
 
 Both render prompts with our tokenizer's chat template, send token ids, stop at our tokenizer's EOS token and
 nowhere else (``ignore_eos`` plus ``stop_token_ids``, as ``model.generate`` with ``eos_token_id`` does), and
-decode with our tokenizer, so a completion means the same as on the hf engine. Samples are separate requests
-with seeds ``seed + i`` when a seed is set: one seeded request with ``n > 1`` would repeat one sample n times.
+decode with our tokenizer, so a completion means the same as on the hf engine. Samples are separate unseeded
+requests drawn from torch's generator seeded with ``seed`` (``settings.seeded_draws``, as the hf engine draws):
+vLLM samples a request with a seed of its own from a generator of its own, one request at a time, which made
+sampled evaluation 1.4x slower on its CPU build (docs/benchmarks.md).
 
 The engines themselves (start, weights, sleep, teardown) are the ``vllm_engine.EngineOwner``'s: ``vllm`` asks
 it for a ready engine before each generation.
@@ -17,19 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from .hf import render_prompts
-from .settings import Completion, Conversation, Progress, SamplingSettings
+from .settings import Completion, Conversation, Progress, SamplingSettings, seeded_draws
 
 __all__ = ["UnslothEngine", "VLLMEngine", "sampling_arguments"]
 
 
-def sampling_arguments(sampling: SamplingSettings, eos_token_id: int, seed: int | None = None) -> dict[str, Any]:
+def sampling_arguments(sampling: SamplingSettings, eos_token_id: int) -> dict[str, Any]:
     """``vllm.SamplingParams`` keywords for one request (one completion) with the meaning of ``sampling``."""
     common = {"n": 1, "max_tokens": sampling.max_new_tokens, "ignore_eos": True, "stop_token_ids": [eos_token_id],
               "detokenize": False}  # fmt: skip
     if sampling.greedy:
         return {**common, "temperature": 0.0}
     return {**common, "temperature": sampling.temperature, "top_p": sampling.top_p,
-            "top_k": max(0, sampling.top_k), "min_p": sampling.min_p, "seed": seed}  # fmt: skip
+            "top_k": max(0, sampling.top_k), "min_p": sampling.min_p}  # fmt: skip
 
 
 class VLLMEngine:
@@ -50,19 +52,16 @@ class VLLMEngine:
         tokenizer = self.manager.tokenizer
         ids = tokenizer(render_prompts(tokenizer, prompts), add_special_tokens=False)["input_ids"]
         per_prompt = sampling.per_prompt
-        requests, params = [], []
-        for index, prompt_ids in enumerate(ids):
-            for sample in range(per_prompt):
-                seed = None if sampling.seed is None else sampling.seed + index * per_prompt + sample
-                requests.append({"prompt_token_ids": prompt_ids})
-                params.append(SamplingParams(**sampling_arguments(sampling, tokenizer.eos_token_id, seed)))
-        outputs = self._run(requests, params)
+        requests = [{"prompt_token_ids": prompt_ids} for prompt_ids in ids for _ in range(per_prompt)]
+        params = SamplingParams(**sampling_arguments(sampling, tokenizer.eos_token_id))  # one for every request
+        with seeded_draws(sampling):
+            outputs = self._run(requests, params)
         if progress is not None:
             progress(len(outputs))  # vLLM schedules every request at once: one report at the end
         completions = [_completion(output.outputs[0], tokenizer) for output in outputs]
         return [completions[i : i + per_prompt] for i in range(0, len(completions), per_prompt)]
 
-    def _run(self, requests: list[dict], params: list[Any]) -> list[Any]:
+    def _run(self, requests: list[dict], params: Any) -> list[Any]:
         with self.engines.ready(self.manager.model, str(self.manager.base_path)) as llm:
             return llm.generate(requests, params, use_tqdm=False)
 
@@ -74,7 +73,7 @@ class UnslothEngine(VLLMEngine):
 
     name = "unsloth"
 
-    def _run(self, requests: list[dict], params: list[Any]) -> list[Any]:
+    def _run(self, requests: list[dict], params: Any) -> list[Any]:
         model = self.manager.model
         lora = None
         if hasattr(model, "load_lora") and hasattr(model, "peft_config"):

@@ -10,7 +10,9 @@ before each generation. Around that, and nowhere inside TRL on a GPU:
   compiles the model first: 84 s against 5 s to start SmolLM2-135M in bf16, for 561 against 462 tokens/s, which
   repays the start only after about 200,000 generated tokens); the launcher variables TRL sets for vLLM are
   restored afterwards (a LOCAL_RANK left behind would make the next trainer's accelerate state distributed), and
-  vLLM's CPU build gets a KV cache sized for its job;
+  vLLM's CPU build gets a KV cache sized for its job; the engine runs up to ``EVALUATION_SEQS`` sequences at once
+  (TRL sizes it to one training batch, 32 here, and evaluation's hundreds of requests then queue: 1.25-1.3x
+  slower on the CPU build, docs/benchmarks.md); rollouts of a batch schedule as before;
 - ``adopt``: in a single-process run the ``EngineOwner`` takes the engine, so evaluation during and after GRPO
   generates on it and the run's end tears it down (in a multi-process launch TRL keeps it: vLLM's teardown
   would take the launch's process group with it);
@@ -37,7 +39,9 @@ from .owner import EngineOwner
 from .start import CPU_KV_CACHE_GIB, native_output_to_log, single_process_launch, stdout_with_a_descriptor
 from .weights import model_weights, push_weights
 
-__all__ = ["adopt", "trl_engine_start"]
+__all__ = ["EVALUATION_SEQS", "adopt", "trl_engine_start"]
+
+EVALUATION_SEQS = 256  # what vLLM's LLM class runs at once by default on a CPU (the run's own engine's capacity)
 
 
 @contextmanager
@@ -71,8 +75,9 @@ def trl_engine_start(owner: EngineOwner, logprobs_mode: str | None) -> Iterator[
 
 
 def _llm_with(llm_class: type, overrides: dict[str, Any], /, **arguments: Any) -> Any:
-    """``vllm.LLM`` as TRL builds it, with ``overrides`` in place of what TRL passes."""
-    return llm_class(**{**arguments, **overrides})
+    """``vllm.LLM`` as TRL builds it, with ``overrides`` in place of what TRL passes and room for evaluation."""
+    seqs = max(arguments.get("max_num_seqs") or 0, EVALUATION_SEQS)
+    return llm_class(**{**arguments, **overrides, "max_num_seqs": seqs})
 
 
 def adopt(trainer: Any, owner: EngineOwner, process_group_existed: bool) -> None:
