@@ -40,6 +40,21 @@ import psutil
 from transformers import TrainerCallback
 
 
+def heap_rss() -> int:
+    """Bytes of glibc's main heap (``[heap]`` in /proc/self/smaps) resident now: what the heap's high-water
+    mark keeps (0 where there is no such file)."""
+    try:
+        lines = Path("/proc/self/smaps").read_text().splitlines()
+    except OSError:
+        return 0
+    for index, line in enumerate(lines):
+        if line.endswith("[heap]"):
+            for field in lines[index + 1 :]:
+                if field.startswith("Rss:"):
+                    return int(field.split()[1]) * 1024
+    return 0
+
+
 class StepSplit(TrainerCallback):
     """Seconds per step and per part of a GRPO step, from wrappers around the trainer's own methods."""
 
@@ -108,6 +123,7 @@ class StepSplit(TrainerCallback):
         self.peak_rss = max(
             getattr(self, "peak_rss", 0), psutil.Process().memory_info().rss
         )  # engine's included
+        self.peak_heap = max(getattr(self, "peak_heap", 0), heap_rss())
 
     def summary(self, completions_per_step: int, tokens_per_step: list[float]) -> dict[str, float]:
         timed = self.steps[1:] or self.steps  # the first step pays for warm-up
@@ -341,6 +357,7 @@ def grpo_throughput(args, config) -> dict:
                 **split.summary(completions, tokens_per_step(history, completions)),
                 "wall (s)": round(wall, 1),
                 "RSS at step ends, peak (GB)": round(split.peak_rss / 1e9, 2),
+                "C heap at step ends, peak (GB)": round(split.peak_heap / 1e9, 2),
             }
             print(f"round {round_index} {side}: {json.dumps(row)}", flush=True)
             results[side].append({**row, "settings": settings})
