@@ -93,12 +93,18 @@ def test_debug_hints_name_phantom_advantages_all_wrong_groups_and_truncated_samp
 
 
 @pytest.mark.slow
-def test_grpo_trains_on_the_problems_within_the_band_and_a_resume_reuses_them(tmp_path, tiny_config):
+def test_grpo_trains_on_the_problems_within_the_band_oversampled_and_a_resume_reuses_them(tmp_path, tiny_config):
     from llm_finetuning.pipeline import RunOptions, run
 
     config = tiny_config(*SHORT_GRPO, "grpo_training.difficulty_band=[0.0, 0.75]", "grpo_training.difficulty_pool=24",
-                         "grpo_training.difficulty_samples=4")  # fmt: skip
+                         "grpo_training.difficulty_samples=4", "grpo_training.oversample=3")  # fmt: skip
     summary = run(config, RunOptions())
+    steps = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = [record for record in steps if record["phase"] == "grpo" and "groups/trained_signal" in record]
+    assert len(steps) == 4  # every step chose among three times its groups, the teaching ones first
+    for record in steps:
+        generated = record["groups/signal"]  # of 6 groups; the step trains on 2
+        assert record["groups/trained_signal"] == pytest.approx(min(1.0, round(generated * 6) / 2))
     record = summary["grpo_problems"]
     assert record["scored"] == 24 and 0 < record["kept"] <= 24 and sum(record["pass_rates"].values()) == 24
     assert record["pass_rates"]["1"] == 24 - record["kept"]  # [0, 0.75] drops exactly the always-solved ones

@@ -143,6 +143,8 @@ def _grpo_figures(logs: Mapping[str, Any], context: Mapping[str, Any]) -> tuple[
         right, signal = _fixed(logs.get("groups/correct")), _fixed(logs["groups/signal"])
         bar += [f"right {right}", f"signal {signal}"]
         line += [f"right {right}", f"groups with signal {signal}"]
+        if "groups/trained_signal" in logs:  # grpo_training.oversample: of the groups the step trained on
+            line[-1] += f" ({_fixed(logs['groups/trained_signal'])} of those trained)"
     else:
         bar += [f"zero-std {zero_std}"]
         line += [f"zero-std groups {zero_std}"]

@@ -86,6 +86,11 @@ class GRPOTrainingConfig:
     )
     difficulty_samples: int = option(8, "difficulty_band: samples per problem to estimate its pass rate")
     difficulty_pool: int = option(512, "difficulty_band: training problems scored (the first ones)")
+    oversample: int = option(
+        1, "prompts generated per step as a multiple of those it trains on: every group is generated and scored, "
+        "and the step trains on the groups whose advantages are not all zero first (DAPO's dynamic sampling, one "
+        "round; generation costs this many times as much); 1 = off",
+    )
     warmup_steps: float = option(0.1, "warmup: a float < 1 is a share of the steps, >= 1 a step count")
     lr_scheduler_type: str = option("linear", "transformers scheduler name")
     weight_decay: float = option(0.001, "AdamW weight decay")
@@ -160,6 +165,11 @@ class GRPOTrainingConfig:
                 f"must be [low, high] with 0 <= low <= high <= 1, or null (got {band})")
         require(self.difficulty_samples >= 2 and self.difficulty_pool > 0, "difficulty_samples",
                 "difficulty_samples must be >= 2 and difficulty_pool > 0")
+        require(self.oversample >= 1, "oversample", f"must be >= 1 (got {self.oversample})")
+        require(self.oversample == 1 or self.per_device_train_batch_size * self.gradient_accumulation_steps
+                % self.num_generations == 0, "oversample",
+                "chooses among whole groups, so each process's batch (per_device_train_batch_size x "
+                "gradient_accumulation_steps) must be a multiple of num_generations")  # fmt: skip
         require(
             not (self.loss_type == "cispo" and self.epsilon_high is not None and self.epsilon_high < 1),
             "epsilon_high",

@@ -21,7 +21,7 @@ from ..data import GRPOData
 from ..evaluation.judge import CompletionJudge
 from ..model import ModelManager
 from ..vllm_engine import EngineOwner, importance_sampling
-from . import advantages, shared_prompt
+from . import advantages, oversample, shared_prompt
 from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
 from .health import GRPOHealth
@@ -94,6 +94,8 @@ class GRPOPhase(TrainingPhase):
             correct_in_loss(trainer)
         judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
         advantages.install(trainer, section.advantages, section.tie_weight, judge.is_correct)
+        if section.oversample > 1:  # after the advantages: it keeps the groups they give signal to
+            oversample.install(trainer, section.oversample, self.config.seed)
         if trainer.ref_model is not None:  # full fine-tuning: TRL loaded the base model from its path
             trainer.ref_model = frozen_copy(trainer)
         return trainer

@@ -1,0 +1,90 @@
+"""More prompts generated than a GRPO step trains on, the groups that teach kept first (DAPO's dynamic sampling,
+in one round): ``grpo_training.oversample``.
+
+A group whose answers are all right or all wrong has zero advantages under the correctness gate, so it adds
+nothing to the step but its cost (and, under the ``dapo`` loss, its tokens to the normaliser, shrinking the step of
+the groups that do teach). With ``oversample: k`` each step generates and scores k times its prompts: the ones its
+sampler drew, then ``(k - 1)`` times as many drawn here; the step then trains on as many groups as it would have,
+those with non-zero advantages first (in the order they were drawn), the rest filled from the groups without.
+Generation and the no-grad log-prob passes cost k times as much; the loss pass costs what it did.
+
+The extra prompts come from the same training problems (after any ``difficulty_band`` cut), in a permutation
+seeded with ``seed + 1`` and indexed by the step and the process, so a resumed run draws the same ones. Groups stay
+within one process (the config requires each process's generation batch to hold whole groups), so each process
+chooses among its own. Every step logs ``groups/trained_signal``: the share of the groups it trained on that
+carry signal (``groups/signal`` is over every group it generated).
+
+    >>> import torch
+    >>> chosen_groups(torch.tensor([0., 0., 1., -1., 0., 0., .5, -.5]), group=2, wanted=2)
+    [1, 3]
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+__all__ = ["chosen_groups", "extra_indices", "install", "kept_rows"]
+
+_SIGNAL = 1e-6  # advantages below this in every completion: the group teaches nothing
+
+
+def chosen_groups(advantages: torch.Tensor, group: int, wanted: int) -> list[int]:
+    """The ``wanted`` groups to train on, in batch order: those with non-zero advantages first, then the others."""
+    signal = advantages.view(-1, group).abs().amax(dim=1) > _SIGNAL
+    teaching = [index for index, has in enumerate(signal.tolist()) if has]
+    silent = [index for index, has in enumerate(signal.tolist()) if not has]
+    return sorted((teaching + silent)[:wanted])
+
+
+def extra_indices(size: int, seed: int, step: int, process: int, processes: int, count: int) -> list[int]:
+    """The ``count`` training problems this process adds at ``step``: consecutive entries of one seeded permutation
+    of the ``size`` problems, so every (step, process) pair draws its own and a resumed run draws the same."""
+    order = torch.randperm(size, generator=torch.Generator().manual_seed(seed))
+    start = (step * processes + process) * count
+    return [int(order[(start + offset) % size]) for offset in range(count)]
+
+
+def kept_rows(output: dict[str, Any], rows: list[int], accelerator: Any) -> dict[str, Any]:
+    """``output`` (TRL's scored generation batch) cut to ``rows``; ``num_items_in_batch`` (the loss's normaliser
+    under dapo, over every process) counted again over what is kept."""
+    total = output["advantages"].shape[0]
+    index = torch.tensor(rows, device=output["advantages"].device)
+    kept: dict[str, Any] = {}
+    for name, value in output.items():
+        if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == total:
+            kept[name] = value.index_select(0, index.to(value.device))
+        elif isinstance(value, list) and len(value) == total:
+            kept[name] = [value[row] for row in rows]
+        else:
+            kept[name] = value
+    mask = kept["completion_mask"] if kept.get("tool_mask") is None else kept["completion_mask"] * kept["tool_mask"]
+    kept["num_items_in_batch"] = accelerator.gather(mask.sum()).sum()
+    return kept
+
+
+def install(trainer: Any, factor: int, seed: int) -> None:
+    """Generate ``factor`` times the prompts of each training step and keep the groups that teach (module
+    docstring). Installed after ``advantages.install``: the choice reads the advantages the run uses."""
+    generate = trainer._generate_and_score_completions
+
+    def generate_and_choose(self: Any, inputs: Any) -> Any:
+        if not self.model.training:
+            return generate(inputs)
+        group = self.num_generations
+        prompts = len(inputs) // group
+        dataset = self.train_dataset
+        extra = extra_indices(len(dataset), seed + 1, self.state.global_step, self.accelerator.process_index,
+                              self.accelerator.num_processes, prompts * (factor - 1))  # fmt: skip
+        rows = list(inputs) + [dict(dataset[index]) for index in extra for _ in range(group)]
+        output = generate(rows)
+        chosen = chosen_groups(output["advantages"], group, prompts)
+        kept = kept_rows(output, [g * group + i for g in chosen for i in range(group)], self.accelerator)
+        signal = kept["advantages"].view(-1, group).abs().amax(dim=1) > _SIGNAL
+        trained = self.accelerator.gather(signal.float()).mean().item()
+        self._metrics["train"]["groups/trained_signal"].append(trained)
+        return kept
+
+    trainer._generate_and_score_completions = types.MethodType(generate_and_choose, trainer)
