@@ -61,10 +61,11 @@ def time_ours(config, manager, data, funcs, weights, output_dir: Path) -> list[f
     from llm_finetuning.training.grpo import GRPOPhase
 
     timer = StepTimer()
+    from llm_finetuning.plan import RunPlan
     from llm_finetuning.vllm_engine import EngineOwner
 
-    phase = GRPOPhase(config, manager, EngineOwner(config), data, funcs, weights,
-                      MetricsWriter(output_dir / "metrics.jsonl"))  # fmt: skip
+    phase = GRPOPhase(config, RunPlan.resolve(config, manager.backend), manager, EngineOwner(config), data, funcs,
+                      weights, MetricsWriter(output_dir / "metrics.jsonl"))  # fmt: skip
     phase.callbacks.append(timer)
     phase.run()
     return timer.times
@@ -78,7 +79,10 @@ def time_bare(config, manager, data, funcs, weights, output_dir: Path) -> list[f
 
     trl_compat.install()
     timer = StepTimer()
-    args = GRPOConfig(**grpo_arguments(config, output_dir, manager.backend, data.max_completion_length, weights))
+    from llm_finetuning.plan import RunPlan
+
+    plan = RunPlan.resolve(config, manager.backend)
+    args = GRPOConfig(**grpo_arguments(config, output_dir, plan, data.max_completion_length, weights))
     trainer = GRPOTrainer(model=manager.model, args=args, reward_funcs=funcs, train_dataset=data.train,
                           processing_class=manager.tokenizer, callbacks=[timer])
     trainer.train()

@@ -302,13 +302,14 @@ def grpo_trl_defaults(
 
 
 def grpo_ours(config, manager, data, rewards, steps: int, output: Path, split: StepSplit):
+    from llm_finetuning.plan import RunPlan
     from llm_finetuning.training.grpo import GRPOPhase
     from llm_finetuning.vllm_engine import EngineOwner
 
     config = config.with_overrides([f"grpo_training.max_steps={steps}", "grpo_training.eval_strategy=no",
                                     f"grpo_training.save_steps={steps}", f"output_dir={output}"])  # fmt: skip
     engines = EngineOwner(config)
-    phase = GRPOPhase(config, manager, engines, data, *rewards, metrics=None)
+    phase = GRPOPhase(config, RunPlan.resolve(config, manager.backend), manager, engines, data, *rewards, metrics=None)
     phase.callbacks.append(split)
     try:
         result = phase.run()

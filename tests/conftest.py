@@ -58,6 +58,14 @@ SIMPLE_SUMS = ["data.synthetic.min_operand=0", "data.synthetic.max_operand=9", "
 CORPUS = [f"What is {a} + {b}? {a} + {b} = {a + b}" for a in range(10) for b in range(10)]
 
 
+def plan_for(config: PipelineConfig, backend: str = "hf") -> Any:
+    """The ``RunPlan`` a run of ``config`` on the named backend resolves on this machine (``plan.py``)."""
+    from llm_finetuning.model import get_backend
+    from llm_finetuning.plan import RunPlan
+
+    return RunPlan.resolve(config, get_backend(backend))
+
+
 def demo_config(output_dir: Path, *overrides: str) -> PipelineConfig:
     """The demo config with ``output_dir`` and overrides (the demo's own model size unless overridden)."""
     return PipelineConfig.from_yaml(TINY_YAML, [f"output_dir={output_dir}", *overrides])

@@ -311,13 +311,14 @@ def test_trl_configs_built_from_the_project_arguments_on_cuda_keep_every_value(b
 
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.model import get_backend
+    from llm_finetuning.plan import RunPlan
     from llm_finetuning.training.arguments import grpo_arguments, sft_arguments
 
     config = PipelineConfig.from_yaml(ROOT / "configs" / config_file)
     weights = [spec.weight for spec in config.rewards.rewards]
     for config_class, arguments in (
         (SFTConfig, sft_arguments(config, tmp_path, get_backend(backend))),
-        (GRPOConfig, grpo_arguments(config, tmp_path, get_backend(backend), 256, weights)),
+        (GRPOConfig, grpo_arguments(config, tmp_path, RunPlan.resolve(config, get_backend(backend)), 256, weights)),
     ):
         built = config_class(**arguments)
         changed = {key: (value, getattr(built, key)) for key, value in arguments.items() if getattr(built, key) != value}

@@ -16,6 +16,7 @@ import torch
 
 from llm_finetuning.config import ConfigError, PipelineConfig
 from llm_finetuning.model import get_backend
+from llm_finetuning.plan import RunPlan
 from llm_finetuning.training.arguments import check_trainer_settings, grpo_arguments
 from llm_finetuning.vllm_engine import importance_sampling
 
@@ -86,9 +87,10 @@ def test_the_default_recipe_on_a_gpu_gets_the_rules_correction_on_either_backend
     chosen = get_backend(backend)
     recipe = PipelineConfig.from_yaml("configs/default_config.yaml", ["sft_training.optim=adamw_torch",
                                                                      "grpo_training.optim=adamw_torch"])
-    assert chosen.rollouts(recipe) == rollouts
-    check_trainer_settings(recipe, chosen)
-    arguments = grpo_arguments(recipe, tmp_path, chosen, 64, [1.0] * 4)
+    plan = RunPlan.resolve(recipe, chosen)
+    assert plan.rollouts == rollouts
+    check_trainer_settings(recipe, plan)
+    arguments = grpo_arguments(recipe, tmp_path, plan, 64, [1.0] * 4)
     assert arguments["use_vllm"] is True and arguments["min_p"] == 0.1
     # before the rule: True on both (the Unsloth path forced TRL's default), zeroing the weights under min_p
     assert arguments["vllm_importance_sampling_correction"] is correction

@@ -48,6 +48,12 @@ def loaded(tmp_path_factory):
     return config, manager, load_sft_data(config, manager.tokenizer), load_grpo_data(config, manager.tokenizer)
 
 
+def _plan(config, manager):
+    from llm_finetuning.plan import RunPlan
+
+    return RunPlan.resolve(config, manager.backend)
+
+
 def _state():
     return random.getstate(), np.random.get_state()[1].tolist(), torch.get_rng_state()
 
@@ -59,7 +65,8 @@ def test_one_worst_case_step_per_phase_leaves_the_model_and_the_generators_as_th
     torch.manual_seed(123)
     before = _state()
     funcs, reward_weights = build_rewards(config.rewards, config.prompt)
-    sft, grpo = run_preflight(config, manager, EngineOwner(config), sft_data, grpo_data, funcs, reward_weights)
+    sft, grpo = run_preflight(config, _plan(config, manager), manager, EngineOwner(config), sft_data, grpo_data, funcs,
+                              reward_weights)  # fmt: skip
     assert _state()[0] == before[0] and _state()[1] == before[1] and torch.equal(_state()[2], before[2])
     for name, p in manager.model.named_parameters():
         assert torch.equal(p, weights[name]), f"{name} moved"
@@ -85,7 +92,7 @@ def test_running_out_of_memory_in_the_preflight_is_one_line_naming_what_to_lower
 
     monkeypatch.setattr(SFTTrainer, "training_step", out_of_memory)
     with pytest.raises(PipelineError) as info:
-        run_preflight(config, manager, EngineOwner(config), sft_data, None, [], [])
+        run_preflight(config, _plan(config, manager), manager, EngineOwner(config), sft_data, None, [], [])
     message = str(info.value)
     assert message.startswith("preflight: CUDA out of memory in one SFT step on the longest SFT examples; lower ")
     assert "sft_training.per_device_train_batch_size" in message and "--no-preflight" in message

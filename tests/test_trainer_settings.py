@@ -14,6 +14,7 @@ from typing import get_args
 
 import pytest
 import torch
+from conftest import plan_for
 
 from llm_finetuning.config import ConfigError, ModelConfig, PipelineConfig
 from llm_finetuning.config.training import LossType
@@ -98,11 +99,12 @@ def test_cispo_with_an_epsilon_high_below_one_is_refused():
 def test_grpo_arguments_on_a_cpu_pass_every_resolved_setting(tmp_path):
     config = PipelineConfig.from_dict({"grpo_training": {"num_generations": 2, "loss_type": "cispo"},
                                        "vllm_sampling": {"top_k": -1}})  # fmt: skip
-    arguments = grpo_arguments(config, tmp_path, get_backend("hf"), 64, [1.0])
+    arguments = grpo_arguments(config, tmp_path, plan_for(config, "hf"), 64, [1.0])
     assert arguments["epsilon_high"] == CISPO_EPSILON_HIGH and arguments["top_k"] == 0  # 0 = off for generate
     assert arguments["optim"] == "adamw_torch_fused"  # what Unsloth's CPU mode would swap in
     assert {"use_vllm": False, "bf16": False, "fp16": False} == {k: arguments[k] for k in ("use_vllm", "bf16", "fp16")}
-    with_vllm = grpo_arguments(config.with_overrides(["grpo_training.use_vllm=true"]), tmp_path, get_backend("hf"), 64, [1.0])
+    vllm = config.with_overrides(["grpo_training.use_vllm=true"])
+    with_vllm = grpo_arguments(vllm, tmp_path, plan_for(vllm), 64, [1.0])
     assert with_vllm["top_k"] == -1 and with_vllm["vllm_mode"] == "colocate"  # vLLM's (and Unsloth's) off
 
 
@@ -131,7 +133,7 @@ def test_an_8bit_optimizer_on_cuda_without_bitsandbytes_is_refused_before_anythi
     monkeypatch.setattr(importlib.util, "find_spec", lambda mod, *a: None if mod == "bitsandbytes" else real(mod, *a))
     config = PipelineConfig.from_yaml("configs/default_config.yaml")  # optim: adamw_8bit in both phases
     with pytest.raises(ConfigError) as info:
-        check_trainer_settings(config, get_backend("hf"))
+        check_trainer_settings(config, plan_for(config, "hf"))
     assert str(info.value) == (
         "sft_training.optim: adamw_8bit needs bitsandbytes, which is not installed; install the gpu extra "
         "(uv sync --extra gpu) or set sft_training.optim=adamw_torch"
@@ -202,16 +204,19 @@ def _unsloth_engine_config(*overrides: str) -> PipelineConfig:
 )
 def test_choices_unsloths_engine_would_override_are_refused_up_front(cuda, overrides, message):
     cuda()
+    config = _unsloth_engine_config(*overrides)
     with pytest.raises(ConfigError, match=message):
-        check_trainer_settings(_unsloth_engine_config(*overrides), get_backend("unsloth"))
-    check_trainer_settings(_unsloth_engine_config(*overrides), get_backend("hf"))  # TRL's own engine takes either
+        check_trainer_settings(config, plan_for(config, "unsloth"))
+    check_trainer_settings(config, plan_for(config, "hf"))  # TRL's own engine takes either
 
 
 @pytest.mark.usefixtures("cpu")
 def test_use_vllm_with_unsloth_but_no_engine_is_refused():
+    asked = _unsloth_engine_config("grpo_training.use_vllm=true")
     with pytest.raises(ConfigError, match="use_vllm: true, but with the unsloth backend GRPO generates with the engine"):
-        check_trainer_settings(_unsloth_engine_config("grpo_training.use_vllm=true"), get_backend("unsloth"))
-    check_trainer_settings(_unsloth_engine_config(), get_backend("unsloth"))  # the default (null) is fine
+        check_trainer_settings(asked, plan_for(asked, "unsloth"))
+    default = _unsloth_engine_config()
+    check_trainer_settings(default, plan_for(default, "unsloth"))  # the default (null) is fine
 
 
 class GRPOTrainer:  # stands in for TRL's class: the guard reads only the class names
@@ -239,7 +244,7 @@ def test_settings_are_read_back_from_the_built_trainer_as_plain_values(tmp_path)
     from trl import GRPOConfig
 
     config = PipelineConfig.from_dict({"grpo_training": {"num_generations": 2}})
-    args = GRPOConfig(**grpo_arguments(config, tmp_path, get_backend("hf"), 64, [1.0, 2.0]))
+    args = GRPOConfig(**grpo_arguments(config, tmp_path, plan_for(config, "hf"), 64, [1.0, 2.0]))
     trainer = SimpleNamespace(args=args, epsilon_high=0.2)
     settings = trainer_settings(trainer, ("optim", "epsilon_high", "reward_weights", "loss_type", "missing"))
     assert settings == {"optim": args.optim.value, "epsilon_high": 0.2, "reward_weights": [1.0, 2.0],

@@ -6,6 +6,7 @@ import signal
 from types import SimpleNamespace
 
 import pytest
+from conftest import plan_for
 from transformers import TrainerControl
 
 from llm_finetuning.config import PipelineConfig
@@ -110,7 +111,7 @@ def test_trl_arguments_follow_the_config_on_cpu(tmp_path):
     config = PipelineConfig.from_dict({"grpo_training": {"num_generations": 2, "loss_type": "dr_grpo",
                                                          "importance_sampling_level": "sequence"},
                                        "vllm_sampling": {"top_k": -1, "min_p": 0.1}})
-    grpo = grpo_arguments(config, tmp_path, get_backend("hf"), 64, [1.0, 2.0])
+    grpo = grpo_arguments(config, tmp_path, plan_for(config, "hf"), 64, [1.0, 2.0])
     assert grpo["loss_type"] == "dr_grpo" and grpo["importance_sampling_level"] == "sequence"
     assert grpo["top_k"] == 0 and grpo["min_p"] == 0.1 and grpo["max_completion_length"] == 64
     assert grpo["reward_weights"] == [1.0, 2.0]
@@ -146,7 +147,7 @@ def test_every_same_named_config_field_reaches_trl_and_ours_stay_ours(tmp_path):
     assert not {"train_validation_split", "save_path", "eval_strategy", "use_vllm", "epsilon_high"} & set(grpo)
     sft = same_named_fields(config.sft_training, SFTConfig)
     assert sft["max_grad_norm"] == 0.5 and sft["lr_scheduler_type"] == "cosine"
-    assert grpo_arguments(config, tmp_path, get_backend("hf"), 64, [1.0])["epsilon_high"] == 0.28
+    assert grpo_arguments(config, tmp_path, plan_for(config, "hf"), 64, [1.0])["epsilon_high"] == 0.28
 
 
 def test_trls_engine_on_the_hf_backend_gets_its_own_memory_share_and_the_model_length(tmp_path):
@@ -156,10 +157,10 @@ def test_trls_engine_on_the_hf_backend_gets_its_own_memory_share_and_the_model_l
 
     config = PipelineConfig.from_dict({"model": {"max_seq_length": 1024}, "grpo_training": {"use_vllm": True}})
     assert config.model.gpu_memory_utilization == 0.7
-    grpo = grpo_arguments(config, tmp_path, get_backend("hf"), 64, [1.0])
+    grpo = grpo_arguments(config, tmp_path, plan_for(config, "hf"), 64, [1.0])
     assert grpo["vllm_gpu_memory_utilization"] == 0.3 == GRPOConfig.vllm_gpu_memory_utilization
     assert grpo["vllm_max_model_length"] == 1024
     tuned = config.with_overrides(["grpo_training.vllm_gpu_memory_utilization=0.45"])
-    assert grpo_arguments(tuned, tmp_path, get_backend("hf"), 64, [1.0])["vllm_gpu_memory_utilization"] == 0.45
+    assert grpo_arguments(tuned, tmp_path, plan_for(tuned, "hf"), 64, [1.0])["vllm_gpu_memory_utilization"] == 0.45
     # Unsloth brings its engine with the model: TRL's engine settings are not passed at all
-    assert "vllm_gpu_memory_utilization" not in grpo_arguments(config, tmp_path, get_backend("unsloth"), 64, [1.0])
+    assert "vllm_gpu_memory_utilization" not in grpo_arguments(config, tmp_path, plan_for(config, "unsloth"), 64, [1.0])

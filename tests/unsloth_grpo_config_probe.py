@@ -37,6 +37,7 @@ def differences() -> list[dict]:
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.config.training import LossType
     from llm_finetuning.model import get_backend
+    from llm_finetuning.plan import RunPlan
     from llm_finetuning.training.arguments import GRPO_SETTINGS, grpo_arguments, trainer_settings
 
     found = []
@@ -47,10 +48,11 @@ def differences() -> list[dict]:
             f"model.fast_inference={str(engine).lower()}", "grpo_training.optim=adamw_torch",
         ])  # fmt: skip
         weights = [spec.weight for spec in config.rewards.rewards]
-        unsloth_args = grpo_arguments(config, output, get_backend("unsloth"), 256, weights)  # vLLM iff the engine runs
+        unsloth_plan = RunPlan.resolve(config, get_backend("unsloth"))
+        unsloth_args = grpo_arguments(config, output, unsloth_plan, 256, weights)  # vLLM iff the engine runs
         trl.GRPOConfig = pristine  # what an hf-backend process sees: TRL's own class
-        hf_args = grpo_arguments(config.with_overrides([f"grpo_training.use_vllm={str(engine).lower()}"]),
-                                 output, get_backend("hf"), 256, weights)  # fmt: skip
+        hf_config = config.with_overrides([f"grpo_training.use_vllm={str(engine).lower()}"])
+        hf_args = grpo_arguments(hf_config, output, RunPlan.resolve(hf_config, get_backend("hf")), 256, weights)
         trl.GRPOConfig = compiled
         hf_args.pop("vllm_gpu_memory_utilization", None)  # TRL's own engine only
         built = {name: trainer_settings(_Trainer(cls(**args)), GRPO_SETTINGS)

@@ -50,17 +50,18 @@ from .logging_setup import library_warnings_hidden, quiet_libraries, setup_loggi
 from .model import Backend, ModelManager, choose_backend
 from .model.adapters import check_replaceable
 from .model.card import CARD_FILE, model_card
-from .model.hardware import free_memory, on_cuda, precision_record
+from .model.hardware import free_memory, on_cuda
 from .model.sources import base_model_path
+from .plan import RunPlan
 from .report import write_report
 from .rewards import build_rewards
 from .run_lock import RunLock
 from .run_outputs import RunRecorder, format_table
 from .trackers import Trackers
-from .training.arguments import check_trainer_settings, reference_record
+from .training.arguments import check_trainer_settings
 from .training.selection import held_out_warning
 from .training.shared_prompt import decide as shared_prompt
-from .vllm_engine import EngineOwner, importance_sampling
+from .vllm_engine import EngineOwner
 from .vllm_engine.server import wait_for_server
 from .vllm_engine.unsloth import request_standby
 
@@ -115,12 +116,13 @@ def _run_locked(config: PipelineConfig, options: RunOptions, output_dir: Path, l
     request_standby(config)  # read by Unsloth when it is imported, which choosing it may do
     backend = choose_backend(config.model)  # once: the manager, the phases and the engines all get this object
     _check_processes(backend, recorder, launch)
-    if not options.skip_grpo and backend.rollouts(config) == "trl_server":
+    plan = RunPlan.resolve(config, backend)  # once: rollouts, correction, precision, reference (plan.py)
+    if not options.skip_grpo and plan.trl_server:
         run_on_main(lambda: wait_for_server(config.grpo_training))  # fail now, not when GRPO starts
     backend.prepare()  # Unsloth is imported here, before anything imports trl or transformers
     quiet_libraries(main=is_main_process())  # their bars and chatter off where they start (unless --verbose)
     trackers = Trackers.start(config, output_dir, writes=is_main_process())
-    story = Run(config, recorder, backend, trackers)
+    story = Run(config, recorder, plan, trackers)
     try:
         story.steps(options)
     except (TrainingInterrupted, KeyboardInterrupt):  # stopped in a phase (a checkpoint saved) or outside one
@@ -210,13 +212,13 @@ def _check_processes(backend: Backend, recorder: RunRecorder, launch: Any) -> No
 class Run:
     """One run's working state: the model, its vLLM engine, the GRPO data and the evaluator its steps share."""
 
-    def __init__(self, config: PipelineConfig, recorder: RunRecorder, backend: Backend,
+    def __init__(self, config: PipelineConfig, recorder: RunRecorder, plan: RunPlan,
                  trackers: Trackers | None = None) -> None:  # fmt: skip
-        self.config, self.recorder = config, recorder
+        self.config, self.recorder, self.plan = config, recorder, plan
         self.trackers = trackers or Trackers({})
         self.reward_funcs, self.reward_weights = build_rewards(config.rewards, config.prompt)
-        check_trainer_settings(config, backend)  # before minutes of loading, not after SFT
-        self.manager = ModelManager(config, backend)
+        check_trainer_settings(config, plan)  # before minutes of loading, not after SFT
+        self.manager = ModelManager(config, plan.backend)
         self.engines = EngineOwner(config)  # every vLLM engine of the run: ours, TRL's or Unsloth's
         self.engine: Any = None  # what evaluations generate with (generation.engines)
         self.grpo_data: GRPOData | None = None
@@ -262,21 +264,16 @@ class Run:
         backend = self.manager.backend
         if (engine := backend.model_engine(self.manager.model)) is not None:
             self.engines.adopt(engine, "unsloth")  # built with the model (fast_inference)
-        rollouts, why = backend.choose_rollouts(self.config)
-        precision = precision_record(self.config.model)
+        plan, precision = self.plan, self.plan.precision
         logger.info("precision: %s weights, %s autocast (%s)", precision["weights"], precision["autocast"] or "no",
                     precision["reason"])  # fmt: skip
-        logger.info("GRPO rollouts: %s (%s)", rollouts, why)
+        logger.info("GRPO rollouts: %s (%s)", plan.rollouts, plan.rollouts_reason)
         sharing = shared_prompt(self.config.grpo_training.shared_prompt, backend, self.manager.model)
         prefix = shared_prompt(self.config.sft_training.shared_prefix, backend, self.manager.model,
                                "sft_training.shared_prefix")  # fmt: skip
         logger.info("GRPO log-probs: shared prompt %s; SFT: shared prefix %s", sharing.reason, prefix.reason)
-        self.recorder.set(backend=backend.name, backend_reason=backend.reason, precision=precision,
-                          rollouts={"engine": rollouts, "reason": why}, shared_prompt=sharing.record(),
-                          shared_prefix=prefix.record(),
-                          importance_sampling=importance_sampling(self.config, rollouts).record(),
-                          reference=reference_record(self.config),
-                          chat_template=self.manager.template.record())  # fmt: skip
+        self.recorder.set(**plan.record(), shared_prompt=sharing.record(), shared_prefix=prefix.record(),
+                          chat_template=self.manager.template.record())
         if self.deepspeed_config is not None:  # did ZeRO-3 partition the weights as they loaded?
             self.recorder.summary["processes"]["weights_partitioned"] = is_partitioned(self.manager.model)
 
@@ -295,15 +292,14 @@ class Run:
             self.config, validation, judge, self.grpo_data.max_completion_length
         )
         self.selector = selection_evaluator(self.config, validation, judge, self.grpo_data.max_completion_length)
-        shared = self.manager.backend.rollouts(self.config) == "trl_colocate"  # evaluation shares TRL's engine
         self.engine, reason = open_engine(self.config.evaluation.engine, self.manager, self.engines,
-                                          rollouts_use_vllm=shared)  # fmt: skip
+                                          rollouts_use_vllm=self.plan.trl_engine)  # evaluation shares TRL's engine
         self.recorder.set(engine=self.engine.name, engine_reason=reason)
 
     def preflight(self, sft_now: bool, grpo_now: bool) -> None:
         from .training.preflight import run_preflight
 
-        run_preflight(self.config, self.manager, self.engines, self.sft_data() if sft_now else None,
+        run_preflight(self.config, self.plan, self.manager, self.engines, self.sft_data() if sft_now else None,
                       self.grpo_data if grpo_now else None, self.reward_funcs, self.reward_weights)  # fmt: skip
 
     def sft_data(self) -> Any:
@@ -400,7 +396,7 @@ class Run:
             self.keep_problems_within_band()
         self.start_grpo_watch()
         phase = GRPOPhase(
-            self.config, self.manager, self.engines, self.grpo_data, self.reward_funcs, self.reward_weights,
+            self.config, self.plan, self.manager, self.engines, self.grpo_data, self.reward_funcs, self.reward_weights,
             self.recorder.metrics,
             evaluate=lambda model, step: self.evaluate(f"grpo_step_{step}", step, model=model, during_grpo=True),
         )  # fmt: skip

@@ -13,8 +13,8 @@ completions, dr_grpo turns reward scaling off, the vLLM importance-sampling corr
 model with an engine forces ``use_vllm``/colocate/its sleep mode. ``grpo_arguments`` therefore passes every one
 of them explicitly, resolved the same way for both backends, and ``check_trainer_settings`` refuses up front a
 config whose choice a backend would override (``Backend.check_config``). Whatever differs by backend is asked of
-the run's ``Backend`` object; the importance-sampling correction follows one rule for every rollout engine
-(``vllm_engine/logprobs.py``). What the trainer finally used is read back from the built trainer
+the run's ``Backend`` object, and what the run decided (rollouts, the importance-sampling correction) is read from
+its ``RunPlan`` (``plan.py``), decided once. What the trainer finally used is read back from the built trainer
 (``trainer_settings``) and recorded in ``summary.json``.
 """
 
@@ -27,11 +27,11 @@ from typing import Any
 from ..config import GRPOTrainingConfig, PipelineConfig, SFTTrainingConfig
 from ..model import Backend
 from ..model.hardware import mixed_precision, on_cuda, optimizer
+from ..plan import RunPlan
 from ..schema import ConfigError, closest
-from ..vllm_engine import importance_sampling
 
 __all__ = ["CISPO_EPSILON_HIGH", "GRPO_SETTINGS", "SFT_SETTINGS", "check_trainer_settings", "grpo_arguments",
-           "reference_record", "same_named_fields", "sft_arguments", "trainer_settings"]  # fmt: skip
+           "same_named_fields", "sft_arguments", "trainer_settings"]  # fmt: skip
 
 # Fields of our sections that TRL also has but that we decide ourselves (see grpo_arguments):
 # evaluation runs in our own callback, use_vllm and max_completion_length are resolved from the backend and
@@ -109,17 +109,17 @@ def sft_arguments(config: PipelineConfig, output_dir: Path, backend: Backend, pa
     }
 
 
-def check_trainer_settings(config: PipelineConfig, backend: Backend) -> None:
-    """Refuse, before any model loads, a config the trainers would reject or silently override."""
+def check_trainer_settings(config: PipelineConfig, plan: RunPlan) -> None:
+    """Refuse, before any model loads, a config the trainers would reject or silently override (the plan itself
+    refused a correction asked for where it cannot work)."""
     from trl import GRPOConfig, SFTConfig
 
-    backend.check_config(config)
-    importance_sampling(config, backend.rollouts(config))  # refuses a correction asked for where it cannot work
+    plan.backend.check_config(config)
     output = Path(config.output_dir)
     weights = [spec.weight for spec in config.rewards.rewards]
     for section, trl_class, ours in (
-        ("sft_training", SFTConfig, sft_arguments(config, output, backend, passed_through=False)),
-        ("grpo_training", GRPOConfig, grpo_arguments(config, output, backend, 1, weights, passed_through=False)),
+        ("sft_training", SFTConfig, sft_arguments(config, output, plan.backend, passed_through=False)),
+        ("grpo_training", GRPOConfig, grpo_arguments(config, output, plan, 1, weights, passed_through=False)),
     ):
         check_passed_through(section, getattr(config, section), trl_class, ours)
 
@@ -141,18 +141,17 @@ def check_passed_through(name: str, section: Any, trl_class: type, ours: dict[st
 
 
 def grpo_arguments(
-    config: PipelineConfig, output_dir: Path, backend: Backend, max_completion_length: int,
+    config: PipelineConfig, output_dir: Path, plan: RunPlan, max_completion_length: int,
     reward_weights: list[float], passed_through: bool = True,
 ) -> dict[str, Any]:
     """GRPOConfig's arguments: ours, then ``grpo_training.trl`` (checked by ``check_trainer_settings``)."""
     from trl import GRPOConfig
 
     section, sampling = config.grpo_training, config.vllm_sampling
-    rollouts = backend.rollouts(config)
-    use_vllm = rollouts != "generate"
+    use_vllm = plan.uses_vllm
     arguments = {
         **same_named_fields(section, GRPOConfig),
-        **common_arguments(config, section, output_dir, backend),
+        **common_arguments(config, section, output_dir, plan.backend),
         "max_completion_length": max_completion_length,  # configured, or computed from the data
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
@@ -166,8 +165,8 @@ def grpo_arguments(
         "use_vllm": use_vllm,
         "log_completions": False,
         **resolved_against_unsloth(section, unsloth_compiled=hasattr(GRPOConfig, "_unsloth_patched_rl_config")),
-        "vllm_importance_sampling_correction": importance_sampling(config, rollouts).correction,
-        **backend.rollout_arguments(config),  # TRL's own engine; Unsloth brings its engine with the model
+        "vllm_importance_sampling_correction": plan.importance.correction,
+        **plan.backend.rollout_arguments(config),  # TRL's own engine; Unsloth brings its engine with the model
     }
     if use_vllm:
         arguments.update(vllm_mode=section.vllm_mode, vllm_enable_sleep_mode=section.vllm_enable_sleep_mode)
@@ -210,15 +209,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     return value if isinstance(value, (bool, int, float, str)) or value is None else str(value)
-
-
-def reference_record(config: PipelineConfig) -> dict[str, str]:
-    """What GRPO's KL term anchors the policy to (``grpo_training.beta``), for summary.json."""
-    if config.grpo_training.beta == 0:
-        return {"model": "none", "reason": "grpo_training.beta is 0: no KL term"}
-    if config.model.uses_lora:
-        return {"model": "the policy GRPO starts from", "reason": "TRL copies the starting adapter (SFT's) into a "
-                "frozen 'ref' adapter when it is given a PEFT model and beta > 0"}  # fmt: skip
-    return {"model": "the policy GRPO starts from", "reason": "a frozen copy of the fine-tuned weights replaces "
-            "the base model TRL would load from its path (the model before SFT)"}  # fmt: skip
-

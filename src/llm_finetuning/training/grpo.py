@@ -1,7 +1,7 @@
 """Phase 2, GRPO: sample a group of completions per prompt, score them with the rewards, reinforce the best.
 
 Rewards and weights come from the registry; sampling from ``vllm_sampling``; what generates the rollouts is
-the backend's choice (``Backend.rollouts``: Unsloth's engine on the model, TRL's vLLM engine, or
+the run's plan (``RunPlan.rollouts``, the backend's choice: Unsloth's engine on the model, TRL's vLLM engine, or
 ``model.generate``). TRL's colocated engine on the hf backend is started with the log-prob mode the
 importance-sampling rule chose and handed to the run's ``EngineOwner`` (``vllm_engine/trl.py``), so evaluations
 share it. Where exact, the log-prob passes compute each group's prompt once (``shared_prompt.py``). Evaluation
@@ -20,7 +20,8 @@ from ..config import PipelineConfig
 from ..data import GRPOData
 from ..evaluation.judge import CompletionJudge
 from ..model import ModelManager
-from ..vllm_engine import EngineOwner, importance_sampling
+from ..plan import RunPlan
+from ..vllm_engine import EngineOwner
 from . import advantages, oversample, shared_prompt
 from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
@@ -39,6 +40,7 @@ class GRPOPhase(TrainingPhase):
     def __init__(
         self,
         config: PipelineConfig,
+        plan: RunPlan,
         manager: ModelManager,
         engines: EngineOwner,
         data: GRPOData,
@@ -51,7 +53,7 @@ class GRPOPhase(TrainingPhase):
         if evaluate is not None and config.grpo_training.eval_strategy == "steps":
             callbacks.append(PeriodicEvaluation(config.grpo_training.eval_steps, evaluate, self.model_for_generation))
         super().__init__(manager, Path(config.output_dir) / "grpo", metrics, callbacks)
-        self.config, self.engines, self.data = config, engines, data
+        self.config, self.plan, self.engines, self.data = config, plan, engines, data
         self.passed_through = tuple(config.grpo_training.trl)
         self.reward_funcs, self.reward_weights = reward_funcs, reward_weights
         pairs = zip(reward_funcs, reward_weights, strict=True)  # the answer part of the reward, for the console
@@ -68,15 +70,14 @@ class GRPOPhase(TrainingPhase):
 
         drop_reference_adapter(self.manager.model)  # a preflight's trainer made one: TRL refuses to add it twice
         backend = self.manager.backend
+        plan = self.plan
         arguments = grpo_arguments(
-            self.config, self.output_dir, backend, self.data.max_completion_length, self.reward_weights,
+            self.config, self.output_dir, plan, self.data.max_completion_length, self.reward_weights,
         ) | self.argument_overrides
-        rollouts = backend.rollouts(self.config)
-        sampling_correction = importance_sampling(self.config, rollouts)
-        if rollouts != "generate":
-            logger.info("GRPO rollouts on vLLM (%s); importance-sampling correction %s", rollouts,
-                        sampling_correction.reason)
-        if rollouts != "trl_colocate":
+        if plan.uses_vllm:
+            logger.info("GRPO rollouts on vLLM (%s); importance-sampling correction %s", plan.rollouts,
+                        plan.importance.reason)
+        if not plan.trl_engine:
             trainer = self._trainer(GRPOTrainer, GRPOConfig(**arguments))
         else:
             from ..vllm_engine import trl
@@ -84,13 +85,13 @@ class GRPOPhase(TrainingPhase):
             made = GRPOConfig(**arguments)
             made.device  # noqa: B018 - accelerate's process state is decided here, before TRL's engine start
             # sets the launcher variables vLLM reads: under them one process would train wrapped in DDP
-            with trl.trl_engine_start(self.engines, sampling_correction.engine_logprobs) as process_group_existed:
+            with trl.trl_engine_start(self.engines, plan.importance.engine_logprobs) as process_group_existed:
                 trainer = self._trainer(GRPOTrainer, made)
             trl.adopt(trainer, self.engines, process_group_existed)
         section = self.config.grpo_training
         if shared_prompt.decide(section.shared_prompt, backend, self.manager.model).on:
             shared_prompt.install(trainer)
-        if rollouts in ("trl_colocate", "trl_server"):  # TRL's own loss; Unsloth's compiled trainer has its own
+        if plan.trl_loss:  # TRL's own loss; Unsloth's compiled trainer has its own
             correct_in_loss(trainer)
         judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
         advantages.install(trainer, section.advantages, section.tie_weight, judge.is_correct)

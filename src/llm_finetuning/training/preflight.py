@@ -32,6 +32,7 @@ from ..data import GRPOData
 from ..errors import PipelineError
 from ..model import ModelManager
 from ..model.hardware import free_memory, on_cuda
+from ..plan import RunPlan
 from ..vllm_engine import EngineOwner
 from . import trl_compat
 from .callbacks import TrainingProgress
@@ -77,16 +78,16 @@ def longest_rows(dataset: Any, lengths: list[int], count: int) -> Any:
     return dataset.select(order[:count])
 
 
-def run_preflight(config: PipelineConfig, manager: ModelManager, engines: EngineOwner, sft_data: Any | None,
-                  grpo_data: GRPOData | None, reward_funcs: list[Any], reward_weights: list[float],
-                  ) -> list[PreflightStep]:  # fmt: skip
+def run_preflight(config: PipelineConfig, plan: RunPlan, manager: ModelManager, engines: EngineOwner,
+                  sft_data: Any | None, grpo_data: GRPOData | None, reward_funcs: list[Any],
+                  reward_weights: list[float]) -> list[PreflightStep]:  # fmt: skip
     """One SFT step and/or one GRPO step on the worst case; a ``PipelineError`` naming what to lower on OOM."""
     steps = []
     with _restored_random_state(), _scratch(Path(config.output_dir) / ".preflight") as scratch:
         if sft_data is not None:
             steps.append(_probe("sft", config, lambda: _sft_probe(config, manager, sft_data, scratch)))
         if grpo_data is not None:
-            steps.append(_probe("grpo", config, lambda: _grpo_probe(config, manager, engines, grpo_data,
+            steps.append(_probe("grpo", config, lambda: _grpo_probe(config, plan, manager, engines, grpo_data,
                                                                    reward_funcs, reward_weights, scratch)))  # fmt: skip
     for step in steps:
         peak = f", peak {step.peak_gib:.1f} GiB" if step.peak_gib is not None else ""
@@ -106,7 +107,7 @@ def _sft_probe(config: PipelineConfig, manager: ModelManager, dataset: Any, scra
     return len(worst), max(lengths), _train_once(phase)
 
 
-def _grpo_probe(config: PipelineConfig, manager: ModelManager, engines: EngineOwner, data: GRPOData,
+def _grpo_probe(config: PipelineConfig, plan: RunPlan, manager: ModelManager, engines: EngineOwner, data: GRPOData,
                 reward_funcs: list[Any], reward_weights: list[float], scratch: Path) -> _Probed:  # fmt: skip
     from .grpo import GRPOPhase
 
@@ -116,9 +117,8 @@ def _grpo_probe(config: PipelineConfig, manager: ModelManager, engines: EngineOw
     worst = replace(data, train=longest_rows(data.train, lengths, max(prompts, 1)))
     budget = data.max_completion_length
     # completions may not stop early: every one runs to the budget, as the longest completions eventually will
-    on_vllm = manager.backend.rollouts(config) != "generate"
-    forced = {"min_tokens": budget} if on_vllm else {"min_new_tokens": budget}
-    phase = GRPOPhase(config, manager, engines, worst, reward_funcs, reward_weights, metrics=None)
+    forced = {"min_tokens": budget} if plan.uses_vllm else {"min_new_tokens": budget}
+    phase = GRPOPhase(config, plan, manager, engines, worst, reward_funcs, reward_weights, metrics=None)
     phase.argument_overrides = {**_PROBE, "output_dir": str(scratch / "grpo"), "generation_kwargs": forced}
     return len(worst.train), max(lengths) + budget, _train_once(phase)
 

@@ -1,0 +1,90 @@
+"""``RunPlan``: what a run decides from its config and the machine, decided once, each with its reason.
+
+The backend (``model.backends.choose_backend``), the training precision (``model/hardware.py``), what GRPO's
+rollouts generate with (``Backend.choose_rollouts``), whether the importance-sampling correction is on
+(``vllm_engine/logprobs.py``) and what the KL term anchors to: resolved when the run starts, recorded in
+``summary.json``, and handed to everything that acts on them (the phases, the trainer arguments, the preflight, the
+evaluation engine's choice), so that none of them asks again and the record is what ran.
+
+    >>> from llm_finetuning.config import PipelineConfig
+    >>> from llm_finetuning.model.backends import get_backend
+    >>> config = PipelineConfig.from_dict({"grpo_training": {"use_vllm": False}})
+    >>> plan = RunPlan.resolve(config, get_backend("hf"))
+    >>> plan.rollouts, plan.uses_vllm, plan.importance.correction
+    ('generate', False, False)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .config import PipelineConfig
+from .model import Backend
+from .model.backend import Rollouts
+from .model.hardware import precision_record
+from .vllm_engine import ImportanceSampling, importance_sampling
+
+__all__ = ["RunPlan", "reference_record"]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One run's decisions (module docstring)."""
+
+    backend: Backend
+    rollouts: Rollouts  # what GRPO generates with: generate, model_engine, trl_colocate or trl_server
+    rollouts_reason: str
+    importance: ImportanceSampling
+    precision: dict[str, Any]
+    reference: dict[str, str]
+
+    @classmethod
+    def resolve(cls, config: PipelineConfig, backend: Backend) -> RunPlan:
+        """The decisions for ``config`` on this machine with ``backend``; a ConfigError where the config asks for
+        what cannot work here (an importance-sampling correction no engine mode can give)."""
+        rollouts, why = backend.choose_rollouts(config)
+        return cls(backend, rollouts, why, importance_sampling(config, rollouts), precision_record(config.model),
+                   reference_record(config))  # fmt: skip
+
+    @property
+    def uses_vllm(self) -> bool:
+        """GRPO's rollouts come from a vLLM engine (any kind), not ``model.generate``."""
+        return self.rollouts != "generate"
+
+    @property
+    def trl_engine(self) -> bool:
+        """TRL starts a vLLM engine in this process for the rollouts (evaluation shares it)."""
+        return self.rollouts == "trl_colocate"
+
+    @property
+    def trl_server(self) -> bool:
+        """The rollouts come from a ``trl vllm-serve`` server (checked before the model loads)."""
+        return self.rollouts == "trl_server"
+
+    @property
+    def trl_loss(self) -> bool:
+        """TRL's own GRPO loss trains on vLLM rollouts (Unsloth's compiled trainer has a loss of its own)."""
+        return self.rollouts in ("trl_colocate", "trl_server")
+
+    def record(self) -> dict[str, Any]:
+        """The decisions as ``summary.json`` records them."""
+        return {
+            "backend": self.backend.name,
+            "backend_reason": self.backend.reason,
+            "precision": self.precision,
+            "rollouts": {"engine": self.rollouts, "reason": self.rollouts_reason},
+            "importance_sampling": self.importance.record(),
+            "reference": self.reference,
+        }
+
+
+def reference_record(config: PipelineConfig) -> dict[str, str]:
+    """What GRPO's KL term anchors the policy to (``grpo_training.beta``), for summary.json."""
+    if config.grpo_training.beta == 0:
+        return {"model": "none", "reason": "grpo_training.beta is 0: no KL term"}
+    if config.model.uses_lora:
+        return {"model": "the policy GRPO starts from", "reason": "TRL copies the starting adapter (SFT's) into a "
+                "frozen 'ref' adapter when it is given a PEFT model and beta > 0"}  # fmt: skip
+    return {"model": "the policy GRPO starts from", "reason": "a frozen copy of the fine-tuned weights replaces "
+            "the base model TRL would load from its path (the model before SFT)"}  # fmt: skip
