@@ -64,8 +64,9 @@ def time_ours(config, manager, data, funcs, weights, output_dir: Path) -> list[f
     from llm_finetuning.plan import RunPlan
     from llm_finetuning.vllm_engine import EngineOwner
 
-    phase = GRPOPhase(config, RunPlan.resolve(config, manager.backend), manager, EngineOwner(config), data, funcs,
-                      weights, MetricsWriter(output_dir / "metrics.jsonl"))  # fmt: skip
+    plan = RunPlan.resolve(config, manager.backend).with_model(config, manager.model)
+    phase = GRPOPhase(config, plan, manager, EngineOwner(config), data, funcs, weights,
+                      MetricsWriter(output_dir / "metrics.jsonl"))  # fmt: skip
     phase.callbacks.append(timer)
     phase.run()
     return timer.times

@@ -199,6 +199,7 @@ def sft_trl_defaults(config, steps: int, output: Path, times: StepTimes) -> dict
 def sft_ours(config, steps: int, output: Path, times: StepTimes) -> dict:
     from llm_finetuning.data import load_sft_data
     from llm_finetuning.model import ModelManager
+    from llm_finetuning.plan import RunPlan
     from llm_finetuning.training.sft import SFTPhase
 
     config = config.with_overrides([f"sft_training.max_steps={steps}", "sft_training.logging_steps=1",
@@ -206,7 +207,8 @@ def sft_ours(config, steps: int, output: Path, times: StepTimes) -> dict:
     manager = ModelManager(config)
     manager.backend.prepare()
     manager.load()
-    phase = SFTPhase(config, manager, load_sft_data(config, manager.tokenizer), metrics=None)
+    plan = RunPlan.resolve(config, manager.backend).with_model(config, manager.model)
+    phase = SFTPhase(config, plan, manager, load_sft_data(config, manager.tokenizer), metrics=None)
     phase.callbacks.append(times)
     try:
         return phase.run().settings
@@ -309,7 +311,8 @@ def grpo_ours(config, manager, data, rewards, steps: int, output: Path, split: S
     config = config.with_overrides([f"grpo_training.max_steps={steps}", "grpo_training.eval_strategy=no",
                                     f"grpo_training.save_steps={steps}", f"output_dir={output}"])  # fmt: skip
     engines = EngineOwner(config)
-    phase = GRPOPhase(config, RunPlan.resolve(config, manager.backend), manager, engines, data, *rewards, metrics=None)
+    plan = RunPlan.resolve(config, manager.backend).with_model(config, manager.model)
+    phase = GRPOPhase(config, plan, manager, engines, data, *rewards, metrics=None)
     phase.callbacks.append(split)
     try:
         result = phase.run()

@@ -51,7 +51,7 @@ def loaded(tmp_path_factory):
 def _plan(config, manager):
     from llm_finetuning.plan import RunPlan
 
-    return RunPlan.resolve(config, manager.backend)
+    return RunPlan.resolve(config, manager.backend).with_model(config, manager.model)
 
 
 def _state():

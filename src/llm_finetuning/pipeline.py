@@ -60,7 +60,6 @@ from .run_outputs import RunRecorder, format_table
 from .trackers import Trackers
 from .training.arguments import check_trainer_settings
 from .training.selection import held_out_warning
-from .training.shared_prompt import decide as shared_prompt
 from .vllm_engine import EngineOwner
 from .vllm_engine.server import wait_for_server
 from .vllm_engine.unsloth import request_standby
@@ -261,19 +260,16 @@ class Run:
             base_model_path(self.config)
         self.deepspeed_config = deepspeed_config_before_load()
         self.manager.load()
-        backend = self.manager.backend
-        if (engine := backend.model_engine(self.manager.model)) is not None:
+        if (engine := self.manager.backend.model_engine(self.manager.model)) is not None:
             self.engines.adopt(engine, "unsloth")  # built with the model (fast_inference)
-        plan, precision = self.plan, self.plan.precision
+        self.plan = plan = self.plan.with_model(self.config, self.manager.model)  # the shared-token passes
+        precision = plan.precision
         logger.info("precision: %s weights, %s autocast (%s)", precision["weights"], precision["autocast"] or "no",
                     precision["reason"])  # fmt: skip
         logger.info("GRPO rollouts: %s (%s)", plan.rollouts, plan.rollouts_reason)
-        sharing = shared_prompt(self.config.grpo_training.shared_prompt, backend, self.manager.model)
-        prefix = shared_prompt(self.config.sft_training.shared_prefix, backend, self.manager.model,
-                               "sft_training.shared_prefix")  # fmt: skip
-        logger.info("GRPO log-probs: shared prompt %s; SFT: shared prefix %s", sharing.reason, prefix.reason)
-        self.recorder.set(**plan.record(), shared_prompt=sharing.record(), shared_prefix=prefix.record(),
-                          chat_template=self.manager.template.record())
+        logger.info("GRPO log-probs: shared prompt %s; SFT: shared prefix %s", plan.shared_prompt.reason,
+                    plan.shared_prefix.reason)  # fmt: skip
+        self.recorder.set(**plan.record(), chat_template=self.manager.template.record())
         if self.deepspeed_config is not None:  # did ZeRO-3 partition the weights as they loaded?
             self.recorder.summary["processes"]["weights_partitioned"] = is_partitioned(self.manager.model)
 
@@ -369,7 +365,7 @@ class Run:
     def train_sft(self, resume: bool) -> None:
         from .training.sft import SFTPhase
 
-        phase = SFTPhase(self.config, self.manager, self.sft_data(), self.recorder.metrics)
+        phase = SFTPhase(self.config, self.plan, self.manager, self.sft_data(), self.recorder.metrics)
         result = phase.run(resume=resume, run_id=self.recorder.run_id)
         self.save(self.config.sft_adapter_path)
         self.recorder.record_phase("sft", result)

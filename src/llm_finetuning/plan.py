@@ -2,9 +2,11 @@
 
 The backend (``model.backends.choose_backend``), the training precision (``model/hardware.py``), what GRPO's
 rollouts generate with (``Backend.choose_rollouts``), whether the importance-sampling correction is on
-(``vllm_engine/logprobs.py``) and what the KL term anchors to: resolved when the run starts, recorded in
-``summary.json``, and handed to everything that acts on them (the phases, the trainer arguments, the preflight, the
-evaluation engine's choice), so that none of them asks again and the record is what ran.
+(``vllm_engine/logprobs.py``) and what the KL term anchors to: resolved when the run starts; once the model is
+loaded, whether SFT's and GRPO's passes compute shared tokens once (``training/shared_prompt.py``, which depends
+on the model's attention). Recorded in ``summary.json`` and handed to everything that acts on them (the phases,
+the trainer arguments, the preflight, the evaluation engine's choice), so that none of them asks again and the
+record is what ran.
 
     >>> from llm_finetuning.config import PipelineConfig
     >>> from llm_finetuning.model.backends import get_backend
@@ -16,13 +18,14 @@ evaluation engine's choice), so that none of them asks again and the record is w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .config import PipelineConfig
 from .model import Backend
 from .model.backend import Rollouts
 from .model.hardware import precision_record
+from .training.shared_prompt import SharedPrompt, decide
 from .vllm_engine import ImportanceSampling, importance_sampling
 
 __all__ = ["RunPlan", "reference_record"]
@@ -38,6 +41,8 @@ class RunPlan:
     importance: ImportanceSampling
     precision: dict[str, Any]
     reference: dict[str, str]
+    shared_prompt: SharedPrompt | None = None  # GRPO's log-prob passes; decided with the model (with_model)
+    shared_prefix: SharedPrompt | None = None  # SFT's loss pass; likewise
 
     @classmethod
     def resolve(cls, config: PipelineConfig, backend: Backend) -> RunPlan:
@@ -46,6 +51,21 @@ class RunPlan:
         rollouts, why = backend.choose_rollouts(config)
         return cls(backend, rollouts, why, importance_sampling(config, rollouts), precision_record(config.model),
                    reference_record(config))  # fmt: skip
+
+    def with_model(self, config: PipelineConfig, model: Any) -> RunPlan:
+        """The plan with what depends on the loaded ``model``: the shared-token passes of both phases."""
+        return replace(
+            self,
+            shared_prompt=decide(config.grpo_training.shared_prompt, self.backend, model),
+            shared_prefix=decide(config.sft_training.shared_prefix, self.backend, model, "sft_training.shared_prefix"),
+        )
+
+    def shares(self, phase: str) -> bool:
+        """Whether ``phase`` (sft or grpo) computes shared tokens once; the plan must know the model."""
+        decision = self.shared_prefix if phase == "sft" else self.shared_prompt
+        if decision is None:
+            raise RuntimeError("RunPlan.with_model(config, model) decides the shared-token passes once the model loads")
+        return decision.on
 
     @property
     def uses_vllm(self) -> bool:
@@ -76,7 +96,8 @@ class RunPlan:
             "rollouts": {"engine": self.rollouts, "reason": self.rollouts_reason},
             "importance_sampling": self.importance.record(),
             "reference": self.reference,
-        }
+        } | {name: decision.record() for name, decision in (("shared_prompt", self.shared_prompt),
+                                                             ("shared_prefix", self.shared_prefix)) if decision}
 
 
 def reference_record(config: PipelineConfig) -> dict[str, str]:

@@ -69,7 +69,6 @@ class GRPOPhase(TrainingPhase):
         from trl import GRPOConfig, GRPOTrainer  # after unsloth, when unsloth is the backend
 
         drop_reference_adapter(self.manager.model)  # a preflight's trainer made one: TRL refuses to add it twice
-        backend = self.manager.backend
         plan = self.plan
         arguments = grpo_arguments(
             self.config, self.output_dir, plan, self.data.max_completion_length, self.reward_weights,
@@ -89,7 +88,7 @@ class GRPOPhase(TrainingPhase):
                 trainer = self._trainer(GRPOTrainer, made)
             trl.adopt(trainer, self.engines, process_group_existed)
         section = self.config.grpo_training
-        if shared_prompt.decide(section.shared_prompt, backend, self.manager.model).on:
+        if plan.shares("grpo"):
             shared_prompt.install(trainer)
         if plan.trl_loss:  # TRL's own loss; Unsloth's compiled trainer has its own
             correct_in_loss(trainer)

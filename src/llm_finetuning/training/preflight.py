@@ -85,7 +85,7 @@ def run_preflight(config: PipelineConfig, plan: RunPlan, manager: ModelManager, 
     steps = []
     with _restored_random_state(), _scratch(Path(config.output_dir) / ".preflight") as scratch:
         if sft_data is not None:
-            steps.append(_probe("sft", config, lambda: _sft_probe(config, manager, sft_data, scratch)))
+            steps.append(_probe("sft", config, lambda: _sft_probe(config, plan, manager, sft_data, scratch)))
         if grpo_data is not None:
             steps.append(_probe("grpo", config, lambda: _grpo_probe(config, plan, manager, engines, grpo_data,
                                                                    reward_funcs, reward_weights, scratch)))  # fmt: skip
@@ -96,13 +96,13 @@ def run_preflight(config: PipelineConfig, plan: RunPlan, manager: ModelManager, 
     return steps
 
 
-def _sft_probe(config: PipelineConfig, manager: ModelManager, dataset: Any, scratch: Path) -> _Probed:
+def _sft_probe(config: PipelineConfig, plan: RunPlan, manager: ModelManager, dataset: Any, scratch: Path) -> _Probed:
     from .sft import SFTPhase
 
     batch = config.sft_training.per_device_train_batch_size
     lengths = sft_lengths(dataset, manager.tokenizer)
     worst = longest_rows(dataset, lengths, batch)
-    phase = SFTPhase(config, manager, worst, metrics=None)
+    phase = SFTPhase(config, plan, manager, worst, metrics=None)
     phase.argument_overrides = {**_PROBE, "output_dir": str(scratch / "sft"), "gradient_accumulation_steps": 1}
     return len(worst), max(lengths), _train_once(phase)
 

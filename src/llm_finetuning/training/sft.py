@@ -11,6 +11,7 @@ from typing import Any
 
 from ..config import PipelineConfig
 from ..model import ModelManager
+from ..plan import RunPlan
 from . import shared_prompt
 from .arguments import SFT_SETTINGS, sft_arguments
 from .callbacks import MetricsWriter
@@ -22,10 +23,10 @@ class SFTPhase(TrainingPhase):
     title = "SFT"
     settings_names = SFT_SETTINGS
 
-    def __init__(self, config: PipelineConfig, manager: ModelManager, train_dataset: Any,
-                 metrics: MetricsWriter | None) -> None:
+    def __init__(self, config: PipelineConfig, plan: RunPlan, manager: ModelManager, train_dataset: Any,
+                 metrics: MetricsWriter | None) -> None:  # fmt: skip
         super().__init__(manager, Path(config.output_dir) / "sft", metrics)
-        self.config, self.train_dataset = config, train_dataset
+        self.config, self.plan, self.train_dataset = config, plan, train_dataset
         self.passed_through = tuple(config.sft_training.trl)
 
     def build_trainer(self) -> Any:
@@ -37,7 +38,6 @@ class SFTPhase(TrainingPhase):
             model=self.manager.model, args=args, train_dataset=self.train_dataset,
             processing_class=self.manager.tokenizer,
         )
-        if shared_prompt.decide(self.config.sft_training.shared_prefix, self.manager.backend, self.manager.model,
-                                "sft_training.shared_prefix").on:  # fmt: skip
+        if self.plan.shares("sft"):
             shared_prompt.install_sft(trainer)
         return trainer
