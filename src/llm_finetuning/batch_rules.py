@@ -53,26 +53,10 @@ def grpo_batch(
             f"grpo_training.num_generations: must be >= 2, GRPO compares completions within a group "
             f"(got {num_generations})"
         )
-    global_batch = per_device_train_batch_size * num_processes
-    per_round = f"per_device_train_batch_size x num_processes = {per_device_train_batch_size} x {num_processes}"
-    if generation_batch_size is not None and steps_per_generation is not None:
-        raise PipelineError(
-            "grpo_training: set generation_batch_size or steps_per_generation, not both (TRL derives one from the other)"
-        )
-    if generation_batch_size is not None:
-        if generation_batch_size % global_batch:
-            raise PipelineError(
-                f"grpo_training.generation_batch_size: {generation_batch_size} must be a multiple of the global "
-                f"batch {per_round} = {global_batch}"
-            )
-        steps_per_generation = generation_batch_size // global_batch
-        formula = f"generation_batch_size = {generation_batch_size}"
-    else:
-        steps_name = "gradient_accumulation_steps" if steps_per_generation is None else "steps_per_generation"
-        steps_per_generation = steps_per_generation or gradient_accumulation_steps  # TRL's default
-        generation_batch_size = global_batch * steps_per_generation
-        formula = (f"per_device_train_batch_size x num_processes x {steps_name} = {per_device_train_batch_size} x "
-                   f"{num_processes} x {steps_per_generation} = {generation_batch_size}")
+    generation_batch_size, steps_per_generation, formula = _generation_round(
+        per_device_train_batch_size, gradient_accumulation_steps, num_processes, generation_batch_size,
+        steps_per_generation,
+    )
     if generation_batch_size % num_generations:
         raise PipelineError(
             f"grpo_training.num_generations: the generation batch {formula} must be divisible by num_generations = "
@@ -85,3 +69,28 @@ def grpo_batch(
             f"{num_processes} (colocated vLLM groups the processes by it)"
         )
     return GRPOBatch(num_generations, num_processes, generation_batch_size, steps_per_generation)
+
+
+def _generation_round(per_device_train_batch_size: int, gradient_accumulation_steps: int, num_processes: int,
+                      generation_batch_size: int | None, steps_per_generation: int | None) -> tuple[int, int, str]:
+    """TRL's generation batch and steps per generation from whichever of the two is set (else the accumulation
+    steps), and how the batch was worked out (for an error message)."""
+    global_batch = per_device_train_batch_size * num_processes
+    per_round = f"per_device_train_batch_size x num_processes = {per_device_train_batch_size} x {num_processes}"
+    if generation_batch_size is not None and steps_per_generation is not None:
+        raise PipelineError(
+            "grpo_training: set generation_batch_size or steps_per_generation, not both (TRL derives one from the other)"
+        )
+    if generation_batch_size is not None:
+        if generation_batch_size % global_batch:
+            raise PipelineError(
+                f"grpo_training.generation_batch_size: {generation_batch_size} must be a multiple of the global "
+                f"batch {per_round} = {global_batch}"
+            )
+        return generation_batch_size, generation_batch_size // global_batch, f"generation_batch_size = {generation_batch_size}"
+    steps_name = "gradient_accumulation_steps" if steps_per_generation is None else "steps_per_generation"
+    steps_per_generation = steps_per_generation or gradient_accumulation_steps  # TRL's default
+    generation_batch_size = global_batch * steps_per_generation
+    formula = (f"per_device_train_batch_size x num_processes x {steps_name} = {per_device_train_batch_size} x "
+               f"{num_processes} x {steps_per_generation} = {generation_batch_size}")
+    return generation_batch_size, steps_per_generation, formula

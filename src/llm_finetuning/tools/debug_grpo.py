@@ -213,17 +213,22 @@ def diagnose(
     overall = overall_figures(per_prompt)
     ctx = HintContext(config.vllm_sampling.temperature, k, sampling.max_new_tokens, adapter is not None,
                       config.grpo_training.advantages, sampling_filters(config.vllm_sampling))
-    settings = {
+    settings = _settings(adapter, engine, sampling)
+    return {"settings": settings, "prompts": per_prompt, "overall": overall, "hints": hints(overall, ctx)}
+
+
+def _settings(adapter: str | Path | None, engine: str, sampling: Any) -> dict[str, Any]:
+    """What the groups were sampled with, as the report records it."""
+    return {
         "adapter": str(adapter) if adapter else None,
         "engine": engine,
-        "num_generations": k,
+        "num_generations": sampling.num_samples,
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
         "top_k": sampling.top_k,
         "min_p": sampling.min_p,
         "max_new_tokens": sampling.max_new_tokens,
     }
-    return {"settings": settings, "prompts": per_prompt, "overall": overall, "hints": hints(overall, ctx)}
 
 
 def _show_samples(count: int, judge: Any, conversations: list[Any], golds: list[str], groups: list[Any]) -> None:

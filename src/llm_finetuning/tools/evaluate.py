@@ -147,11 +147,15 @@ def evaluate(
         "max_new_tokens": budget,
         "seconds": round(time.perf_counter() - started, 2),
     }
+    return write_results(output, results, metrics)
+
+
+def write_results(output: Path, results: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, Any]:
+    """``results.jsonl`` (one scored row per problem) and ``metrics.json`` into ``output``; the metrics with it."""
     output.mkdir(parents=True, exist_ok=True)
     write_text_atomic(output / "results.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in results))
     write_json_atomic(output / "metrics.json", metrics)
-    metrics["output_dir"] = str(output)
-    return metrics
+    return {**metrics, "output_dir": str(output)}
 
 
 def render_table(metrics: dict[str, Any]) -> str:
