@@ -137,16 +137,10 @@ def evaluate(
     finally:
         loaded.free()
     log_samples(sample_answers(results, config.evaluation.sample_answers))
-    metrics = {
-        **figures(results),
-        "breakdowns": breakdowns(results),
-        "data": {"name": name, "split": HELD_OUT if spec is None else spec.split, "counts": stats,
-                 "note": dataset_note(name)},
-        "adapter": str(adapter) if adapter else None,
-        "engine": loaded.engine.name,
-        "max_new_tokens": budget,
-        "seconds": round(time.perf_counter() - started, 2),
-    }
+    data = {"name": name, "split": HELD_OUT if spec is None else spec.split, "counts": stats, "note": dataset_note(name)}
+    metrics = {**figures(results), "breakdowns": breakdowns(results), "data": data,
+               "adapter": str(adapter) if adapter else None, "engine": loaded.engine.name, "max_new_tokens": budget,
+               "seconds": round(time.perf_counter() - started, 2)}  # fmt: skip
     return write_results(output, results, metrics)
 
 
