@@ -115,11 +115,11 @@ def _run_locked(config: PipelineConfig, options: RunOptions, output_dir: Path, l
     request_standby(config)  # read by Unsloth when it is imported, which choosing it may do
     backend = choose_backend(config.model)  # once: the manager, the phases and the engines all get this object
     _check_processes(backend, recorder, launch)
+    backend.prepare()  # Unsloth is imported here, before anything imports trl or transformers
+    quiet_libraries(main=is_main_process())  # their bars and chatter off where they start (unless --verbose)
     plan = RunPlan.resolve(config, backend)  # once: rollouts, correction, precision, reference (plan.py)
     if not options.skip_grpo and plan.trl_server:
         run_on_main(lambda: wait_for_server(config.grpo_training))  # fail now, not when GRPO starts
-    backend.prepare()  # Unsloth is imported here, before anything imports trl or transformers
-    quiet_libraries(main=is_main_process())  # their bars and chatter off where they start (unless --verbose)
     trackers = Trackers.start(config, output_dir, writes=is_main_process())
     story = Run(config, recorder, plan, trackers)
     try:
