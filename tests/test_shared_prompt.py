@@ -21,8 +21,9 @@ import torch
 from conftest import ROOT, real_model_marks
 
 from llm_finetuning.model import get_backend
+from llm_finetuning.plan import shared_tokens
 from llm_finetuning.training import shared_prompt, trl_compat
-from llm_finetuning.training.shared_prompt import common_prefix, decide, pack_groups, pack_prefix, unpack
+from llm_finetuning.training.shared_prompt import common_prefix, pack_groups, pack_prefix, unpack
 
 PROMPT, COMPLETION = 12, 9
 
@@ -82,7 +83,7 @@ def test_unpack_puts_zeros_where_nothing_was_scored():
 def test_the_decision_says_why(asked, backend, attention, layers, on, reason):
     config = SimpleNamespace(_attn_implementation=attention, layer_types=layers, output_router_logits=False)
     config.get_text_config = lambda: config
-    decision = decide(asked, get_backend(backend), SimpleNamespace(config=config))
+    decision = shared_tokens(asked, get_backend(backend), SimpleNamespace(config=config))
     assert decision.on is on and reason in decision.reason
     assert decision.record() == {"on": on, "reason": decision.reason}
 

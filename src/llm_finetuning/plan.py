@@ -25,10 +25,11 @@ from .config import PipelineConfig
 from .model import Backend
 from .model.backend import Rollouts
 from .model.hardware import precision_record
-from .training.shared_prompt import SharedPrompt, decide
 from .vllm_engine import ImportanceSampling, importance_sampling
 
-__all__ = ["RunPlan", "reference_record"]
+__all__ = ["RunPlan", "SharedTokens", "reference_record", "shared_tokens"]
+
+_MASKABLE_ATTENTION = ("sdpa", "eager")  # attention implementations that take an arbitrary 4D mask
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,8 @@ class RunPlan:
     importance: ImportanceSampling
     precision: dict[str, Any]
     reference: dict[str, str]
-    shared_prompt: SharedPrompt | None = None  # GRPO's log-prob passes; decided with the model (with_model)
-    shared_prefix: SharedPrompt | None = None  # SFT's loss pass; likewise
+    shared_prompt: SharedTokens | None = None  # GRPO's log-prob passes; decided with the model (with_model)
+    shared_prefix: SharedTokens | None = None  # SFT's loss pass; likewise
 
     @classmethod
     def resolve(cls, config: PipelineConfig, backend: Backend) -> RunPlan:
@@ -56,8 +57,9 @@ class RunPlan:
         """The plan with what depends on the loaded ``model``: the shared-token passes of both phases."""
         return replace(
             self,
-            shared_prompt=decide(config.grpo_training.shared_prompt, self.backend, model),
-            shared_prefix=decide(config.sft_training.shared_prefix, self.backend, model, "sft_training.shared_prefix"),
+            shared_prompt=shared_tokens(config.grpo_training.shared_prompt, self.backend, model),
+            shared_prefix=shared_tokens(config.sft_training.shared_prefix, self.backend, model,
+                                        "sft_training.shared_prefix"),
         )
 
     def shares(self, phase: str) -> bool:
@@ -98,6 +100,37 @@ class RunPlan:
             "reference": self.reference,
         } | {name: decision.record() for name, decision in (("shared_prompt", self.shared_prompt),
                                                              ("shared_prefix", self.shared_prefix)) if decision}
+
+
+@dataclass(frozen=True)
+class SharedTokens:
+    """Whether a phase computes the tokens its rows share once (``training/shared_prompt.py``), and why."""
+
+    on: bool
+    reason: str
+
+    def record(self) -> dict[str, Any]:
+        return {"on": self.on, "reason": self.reason}
+
+
+def shared_tokens(asked: bool, backend: Backend, model: Any, setting: str = "grpo_training.shared_prompt",
+                  ) -> SharedTokens:  # fmt: skip
+    """Whether a phase's passes may compute shared tokens once (exactly), for this backend and model: the hf
+    backend's transformers code, an attention that takes an arbitrary mask, no sliding-window layers (one mask
+    serves every layer), no mixture-of-experts router loss; ``setting`` is the config field that asked."""
+    if not asked:
+        return SharedTokens(False, f"off, as configured ({setting}: false)")
+    if not backend.model_code_is_transformers:
+        return SharedTokens(False, f"off: the {backend.name} backend runs its own model code and log-probs")
+    config = model.config.get_text_config()
+    attention = getattr(config, "_attn_implementation", None) or "eager"
+    if attention not in _MASKABLE_ATTENTION:
+        return SharedTokens(False, f"off: attention '{attention}' takes no arbitrary mask (sdpa and eager do)")
+    if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or ()):
+        return SharedTokens(False, "off: the model has sliding-window layers, which one shared mask cannot express")
+    if getattr(config, "output_router_logits", False):
+        return SharedTokens(False, "off: a mixture-of-experts router loss depends on the tokens in the batch")
+    return SharedTokens(True, f"on: tokens several rows share are computed once ({attention} attention)")
 
 
 def reference_record(config: PipelineConfig) -> dict[str, str]:

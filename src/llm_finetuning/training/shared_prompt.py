@@ -15,9 +15,10 @@ against a pre-shifted label. Every completion token then sees exactly the contex
 its log-prob (and the gradient through it, the prompt's activations included, since LoRA changes them too) is the
 full pass's up to floating-point reassociation; tests/test_shared_prompt.py compares both.
 
-When it applies (``decide``): the hf backend (Unsloth's compiled trainer computes its own log-probs), an
-attention implementation that takes an arbitrary mask (``sdpa``, ``eager``), no sliding-window layers (one mask
-serves every layer), no mixture-of-experts router loss (its balance depends on which tokens are in the batch).
+When it applies (``plan.shared_tokens``, decided once per run): the hf backend (Unsloth's compiled trainer
+computes its own log-probs), an attention implementation that takes an arbitrary mask (``sdpa``, ``eager``), no
+sliding-window layers (one mask serves every layer), no mixture-of-experts router loss (its balance depends on
+which tokens are in the batch).
 A call it cannot pack exactly (images, a prompt right-padded) goes to TRL's own pass.
 
 SFT (``install_sft``): every row of a batch begins with the same system prompt, so the whole batch is one group
@@ -36,41 +37,11 @@ from typing import Any
 
 import torch
 
-__all__ = ["PackedGroups", "SharedPrompt", "common_prefix", "decide", "install", "install_sft", "pack_groups",
+__all__ = ["PackedGroups", "common_prefix", "install", "install_sft", "pack_groups",
            "pack_prefix", "unpack"]
 
-_MASKABLE_ATTENTION = ("sdpa", "eager")
 _MULTIMODAL = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "num_tiles",
                "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")  # fmt: skip
-
-
-@dataclass(frozen=True)
-class SharedPrompt:
-    """The decision for one run: recorded in ``summary.json`` as ``shared_prompt``."""
-
-    on: bool
-    reason: str
-
-    def record(self) -> dict[str, Any]:
-        return {"on": self.on, "reason": self.reason}
-
-
-def decide(asked: bool, backend: Any, model: Any, setting: str = "grpo_training.shared_prompt") -> SharedPrompt:
-    """Whether a phase's log-prob passes may compute shared tokens once, for this backend (``model.Backend``) and
-    model; ``setting`` is the config field that asked."""
-    if not asked:
-        return SharedPrompt(False, f"off, as configured ({setting}: false)")
-    if not backend.model_code_is_transformers:
-        return SharedPrompt(False, f"off: the {backend.name} backend runs its own model code and log-probs")
-    config = model.config.get_text_config()
-    attention = getattr(config, "_attn_implementation", None) or "eager"
-    if attention not in _MASKABLE_ATTENTION:
-        return SharedPrompt(False, f"off: attention '{attention}' takes no arbitrary mask (sdpa and eager do)")
-    if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or ()):
-        return SharedPrompt(False, "off: the model has sliding-window layers, which one shared mask cannot express")
-    if getattr(config, "output_router_logits", False):
-        return SharedPrompt(False, "off: a mixture-of-experts router loss depends on the tokens in the batch")
-    return SharedPrompt(True, f"on: tokens several rows share are computed once ({attention} attention)")
 
 
 @dataclass(frozen=True)
