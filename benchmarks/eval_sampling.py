@@ -65,7 +65,8 @@ def main() -> None:
             outputs = llm.generate(requests, params, use_tqdm=False)
         return sum(len(output.outputs[0].token_ids) for output in outputs)
 
-    pipeline(evaluator.greedy, prompts[:32])  # warm-up: the engine's start and the weights' push
+    pipeline(evaluator.greedy, prompts[:32])  # warm-up: the engine's start and the weights' push,
+    pipeline(evaluator.sampled, prompts[:8])  # and vLLM's compiled sampler for unseeded requests
     for round_index in range(args.rounds):
         timed(f"round {round_index}: greedy", lambda: pipeline(evaluator.greedy))
         sides = [("sampled, seeded once", lambda: pipeline(evaluator.sampled)),
