@@ -6,7 +6,7 @@ nowhere else (``ignore_eos`` plus ``stop_token_ids``, as ``model.generate`` with
 decode with our tokenizer, so a completion means the same as on the hf engine. Samples are separate unseeded
 requests drawn from torch's generator seeded with ``seed`` (``settings.seeded_draws``, as the hf engine draws):
 vLLM samples a request with a seed of its own from a generator of its own, one request at a time, which made
-sampled evaluation 1.4x slower on its CPU build (docs/benchmarks.md).
+sampled evaluation 1.2-1.4x slower on its CPU build (docs/benchmarks.md).
 
 The engines themselves (start, weights, sleep, teardown) are the ``vllm_engine.EngineOwner``'s: ``vllm`` asks
 it for a ready engine before each generation.
