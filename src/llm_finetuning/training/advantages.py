@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ADVANTAGE_MODES", "gated_advantages", "group_figures", "install"]
+__all__ = ["ADVANTAGE_MODES", "gated_advantages", "group_figures", "install", "teaching_groups"]
 
 ADVANTAGE_MODES = ("sum", "normalize_then_sum", "gated")
 _EPSILON = 1e-4  # TRL's: a group whose rewards barely differ is not blown up to unit scale
@@ -56,13 +56,18 @@ def _normalised(rewards: torch.Tensor, scale: str) -> torch.Tensor:
     return centred
 
 
+def teaching_groups(advantages: torch.Tensor, group: int) -> torch.Tensor:
+    """Per group of ``group`` consecutive completions, whether any advantage is non-zero (the group teaches)."""
+    return advantages.view(-1, group).abs().amax(dim=1) > 1e-6
+
+
 def group_figures(correct: torch.Tensor, total: torch.Tensor, advantages: torch.Tensor,
                   group: int) -> dict[str, float]:  # fmt: skip
     """What the step's groups carried (module docstring), from the whole generation batch."""
     right = correct.view(-1, group).float()
     spread = total.view(-1, group).float().std(dim=1) > 0
     all_right, all_wrong = right.min(dim=1).values == 1, right.max(dim=1).values == 0
-    signal = advantages.view(-1, group).abs().amax(dim=1) > 1e-6
+    signal = teaching_groups(advantages, group)
     return {
         "groups/signal": signal.float().mean().item(),
         "groups/all_right": all_right.float().mean().item(),

@@ -26,16 +26,16 @@ from typing import Any
 
 import torch
 
-__all__ = ["chosen_groups", "extra_indices", "install", "kept_rows"]
+from .advantages import teaching_groups
 
-_SIGNAL = 1e-6  # advantages below this in every completion: the group teaches nothing
+__all__ = ["chosen_groups", "extra_indices", "install", "kept_rows"]
 
 
 def chosen_groups(advantages: torch.Tensor, group: int, wanted: int) -> list[int]:
     """The ``wanted`` groups to train on, in batch order: those with non-zero advantages first, then the others."""
-    signal = advantages.view(-1, group).abs().amax(dim=1) > _SIGNAL
-    teaching = [index for index, has in enumerate(signal.tolist()) if has]
-    silent = [index for index, has in enumerate(signal.tolist()) if not has]
+    signal = teaching_groups(advantages, group).tolist()
+    teaching = [index for index, has in enumerate(signal) if has]
+    silent = [index for index, has in enumerate(signal) if not has]
     return sorted((teaching + silent)[:wanted])
 
 
@@ -82,8 +82,7 @@ def install(trainer: Any, factor: int, seed: int) -> None:
         output = generate(rows)
         chosen = chosen_groups(output["advantages"], group, prompts)
         kept = kept_rows(output, [g * group + i for g in chosen for i in range(group)], self.accelerator)
-        signal = kept["advantages"].view(-1, group).abs().amax(dim=1) > _SIGNAL
-        trained = self.accelerator.gather(signal.float()).mean().item()
+        trained = self.accelerator.gather(teaching_groups(kept["advantages"], group).float()).mean().item()
         self._metrics["train"]["groups/trained_signal"].append(trained)
         return kept
 
