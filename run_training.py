@@ -7,7 +7,7 @@
 
 import sys
 
-from llm_finetuning.cli import main
+from llm_finetuning.tools.train import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -57,7 +57,7 @@ def setup(steps: int, output_dir: Path):
 
 
 def time_ours(config, manager, data, funcs, weights, output_dir: Path) -> list[float]:
-    from llm_finetuning.run_outputs import MetricsWriter
+    from llm_finetuning.reporting.run_outputs import MetricsWriter
     from llm_finetuning.training.grpo import GRPOPhase
 
     timer = StepTimer()

@@ -452,7 +452,7 @@ def main() -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
     from llm_finetuning.config import PipelineConfig
-    from llm_finetuning.logging_setup import setup_logging
+    from llm_finetuning.runtime.logging_setup import setup_logging
 
     config = PipelineConfig.from_yaml(args.config, args.overrides)
     setup_logging("INFO")

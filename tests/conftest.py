@@ -281,7 +281,7 @@ def vllm_lane_marks() -> list:
 def reasoning_gym_marks() -> list:
     """``pytestmark`` of a module that needs reasoning-gym: marked ``reasoning_gym``, skipped with the reason and
     the command where the package is not installed."""
-    from llm_finetuning.gym import package_problem
+    from llm_finetuning.tasks.gym import package_problem
 
     problem = package_problem()
     reason = f"the reasoning_gym lane {problem}; then run: uv run --extra reasoning-gym pytest -m reasoning_gym"

@@ -50,7 +50,7 @@ def _arm(owner: Any, name: str, after: bool, count: int, calls: list[int],
 
 def _cut_metrics_line(count: int) -> None:
     """The ``count``-th metrics record is written half-way, then the process dies: a line cut short."""
-    from llm_finetuning.run_outputs import MetricsWriter
+    from llm_finetuning.reporting.run_outputs import MetricsWriter
 
     original, calls = MetricsWriter.write, [0]
 
@@ -110,7 +110,7 @@ def _child(request: dict[str, Any]) -> None:
     status = 1
     try:
         arm(request["point"], request["count"])
-        from llm_finetuning.cli import main
+        from llm_finetuning.tools.train import main
 
         sys.argv = [str(ROOT / "run_training.py"), *request["args"]]
         status = main(request["args"])
@@ -130,8 +130,8 @@ def serve() -> None:
     import transformers  # noqa: F401
     import trl  # noqa: F401
 
-    import llm_finetuning.cli
-    import llm_finetuning.pipeline  # noqa: F401
+    import llm_finetuning.pipeline
+    import llm_finetuning.tools.train  # noqa: F401
     from llm_finetuning.training import grpo, sft  # noqa: F401
 
     print(json.dumps({"ready": os.getpid()}), flush=True)

@@ -24,7 +24,7 @@ from accelerate.utils.launch import (
     prepare_simple_launcher_cmd_env,
 )
 
-from llm_finetuning.distributed import read_launch
+from llm_finetuning.runtime.distributed import read_launch
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "accelerate"
 ALL = sorted(CONFIGS.glob("*.yaml"))

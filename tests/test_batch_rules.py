@@ -10,7 +10,7 @@ from unittest import mock
 
 import pytest
 
-from llm_finetuning.batch_rules import GRPOBatch, grpo_batch
+from llm_finetuning.config.batch_rules import GRPOBatch, grpo_batch
 from llm_finetuning.errors import PipelineError
 
 

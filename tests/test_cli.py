@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llm_finetuning.cli import build_parser, main, resolve_config, resume_command
+from llm_finetuning.tools.train import build_parser, main, resolve_config, resume_command
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "configs" / "tiny.yaml")

@@ -116,7 +116,7 @@ def test_every_field_has_help_text_readable_by_code():
 
 
 def test_help_config_lists_fields_with_values_from_the_config(capsys):
-    from llm_finetuning.cli import main
+    from llm_finetuning.tools.train import main
 
     assert main(["--config", "configs/tiny.yaml", "--set", "grpo_training.beta=0.04", "--help-config"]) == 0
     out = capsys.readouterr().out

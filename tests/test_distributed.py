@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from llm_finetuning.distributed import (
+from llm_finetuning.errors import PipelineError
+from llm_finetuning.evaluation.sharding import generate_sharded
+from llm_finetuning.runtime.distributed import (
     Launch,
     any_rank,
     barrier,
@@ -29,8 +31,6 @@ from llm_finetuning.distributed import (
     run_on_main,
     world_size,
 )
-from llm_finetuning.errors import PipelineError
-from llm_finetuning.evaluation.sharding import generate_sharded
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_CONFIG = ROOT / "configs" / "accelerate" / "cpu.yaml"

@@ -267,8 +267,8 @@ HOSTILE_CODE = [
 def test_hostile_completions_through_every_reward_write_nothing_and_keep_their_deadline(tmp_path):
     from test_rewards_fuzz import HOSTILE
 
-    from llm_finetuning.gym import entry_ref, package_problem
     from llm_finetuning.rewards import available_rewards, get_reward
+    from llm_finetuning.tasks.gym import entry_ref, package_problem
 
     target = tmp_path / "written"
     texts = [*HOSTILE, *(code.replace("{target}", str(target)) for code in HOSTILE_CODE)]

@@ -23,7 +23,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 MODULES = [
     "llm_finetuning",
-    "llm_finetuning.cli",
+    "llm_finetuning.tools.train",
     "llm_finetuning.pipeline",
     "llm_finetuning.model",
     "llm_finetuning.data",
@@ -136,10 +136,26 @@ def test_no_two_modules_and_no_two_packages_import_each_other():
 
 
 def test_the_model_layer_imports_nothing_from_the_layers_that_use_it():
-    above = {"generation", "evaluation", "training", "vllm_engine", "pipeline", "tools", "cli"}
+    above = {"generation", "evaluation", "training", "vllm_engine", "plan", "pipeline", "tools"}
     arrows = {(module, target) for module, targets in import_graph().items() if _layer(module) == "model"
               for target in targets if _layer(target) in above}  # fmt: skip
     assert arrows == set()
+
+
+def test_the_process_and_reporting_layers_import_nothing_above_them():
+    """``runtime/`` (processes, environment, logging, files) and ``reporting/`` (what a run shows and writes) sit
+    under every other layer: they may import the errors, and reporting the runtime, nothing else."""
+    allowed = {"runtime": {"errors"}, "reporting": {"errors", "runtime"}}
+    arrows = {(module, target) for module, targets in import_graph().items() if _layer(module) in allowed
+              for target in targets
+              if _layer(target) != _layer(module) and _layer(target) not in allowed[_layer(module)]}  # fmt: skip
+    assert arrows == set()
+
+
+def test_the_package_root_holds_the_runs_story_its_plan_and_the_ground_floor():
+    """Everything else lives in a package named for its job (runtime, reporting, tasks, tools, ...)."""
+    root = sorted(path.name for path in (SRC / "llm_finetuning").glob("*.py"))
+    assert root == ["__init__.py", "__main__.py", "errors.py", "pipeline.py", "plan.py", "schema.py"]
 
 
 def test_backend_differences_are_asked_of_the_backend_object_not_its_name():

@@ -19,13 +19,13 @@ import pytest
 import torch
 from transformers import TrainerControl
 
-from llm_finetuning.cli import resume_command
 from llm_finetuning.config import ConfigError, GRPOTrainingConfig, PipelineConfig
 from llm_finetuning.errors import PipelineError
 from llm_finetuning.evaluation.sharding import generate_sharded, shard_batches
-from llm_finetuning.logging_setup import setup_logging
 from llm_finetuning.model import get_backend
-from llm_finetuning.run_outputs import RunRecorder
+from llm_finetuning.reporting.run_outputs import RunRecorder
+from llm_finetuning.runtime.logging_setup import setup_logging
+from llm_finetuning.tools.train import resume_command
 from llm_finetuning.training.callbacks import GracefulStop
 from llm_finetuning.vllm_engine.server import wait_for_server
 
@@ -197,7 +197,7 @@ def test_a_missing_server_stops_the_run_in_one_line_after_the_timeout():
 @pytest.mark.parametrize(("backend", "processes", "refused"), [("unsloth", 2, True), ("unsloth", 1, False), ("hf", 2, False)])
 def test_the_unsloth_backend_is_refused_in_a_multi_process_launch(monkeypatch, tmp_path, backend, processes, refused):
     from llm_finetuning import pipeline
-    from llm_finetuning.distributed import read_launch
+    from llm_finetuning.runtime.distributed import read_launch
 
     record = {"num_processes": processes, "launcher": "torchrun", "zero_stage": None}
     monkeypatch.setattr(pipeline, "process_record", lambda launch: record)  # the group's size, as if launched

@@ -12,9 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from llm_finetuning import logging_setup, progress
-from llm_finetuning.logging_setup import ConsoleFormatter, quiet_libraries, setup_logging
-from llm_finetuning.progress import ProgressView, metrics_figures, sample_text, shorten
+from llm_finetuning.reporting import progress
+from llm_finetuning.reporting.progress import ProgressView, metrics_figures, sample_text, shorten
+from llm_finetuning.runtime import logging_setup
+from llm_finetuning.runtime.logging_setup import ConsoleFormatter, quiet_libraries, setup_logging
 from llm_finetuning.training.callbacks import TrainingProgress
 
 

@@ -91,8 +91,8 @@ def drive(root: Path) -> dict:
         import unsloth  # noqa: F401 - first, before anything imports trl or transformers
     except NotImplementedError as exc:
         return {"declined": str(exc).splitlines()[0]}
-    from llm_finetuning import cli
     from llm_finetuning.tools import evaluate, export, infer
+    from llm_finetuning.tools import train as cli
 
     record: dict = {"steps": {}}
     steps, run_dir = record["steps"], root / "run"

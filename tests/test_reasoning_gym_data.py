@@ -19,7 +19,7 @@ from llm_finetuning.data import DatasetLoader, DatasetProcessor
 from llm_finetuning.data.gym_source import generate_task_rows, heldout_templates
 from llm_finetuning.data.workings import WORKINGS, agrees
 from llm_finetuning.errors import DataError
-from llm_finetuning.gym import task_dataset
+from llm_finetuning.tasks.gym import task_dataset
 
 pytestmark = reasoning_gym_marks()
 

@@ -19,9 +19,9 @@ from llm_finetuning.config import PromptConfig
 from llm_finetuning.evaluation.judge import CompletionJudge
 from llm_finetuning.evaluation.scoring import score_problems
 from llm_finetuning.generation import Completion
-from llm_finetuning.gym import entry_ref, task_dataset
 from llm_finetuning.rewards import build_rewards, get_reward
 from llm_finetuning.rewards.gym_rewards import _WARNED
+from llm_finetuning.tasks.gym import entry_ref, task_dataset
 
 pytestmark = reasoning_gym_marks()
 

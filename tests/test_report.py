@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_finetuning.plots import plot_training
-from llm_finetuning.report import render_report, write_report
+from llm_finetuning.reporting.plots import plot_training
+from llm_finetuning.reporting.report import render_report, write_report
 
 HOSTILE = '<script>alert("x")</script></pre><b>bold</b> & 1 < 2'
 

@@ -16,13 +16,13 @@ from types import SimpleNamespace
 import pytest
 from conftest import SMALL, TINY_YAML
 
-from llm_finetuning.atomic_io import write_text_atomic
-from llm_finetuning.cli import main
 from llm_finetuning.errors import ModelError
 from llm_finetuning.model.adapters import SAVE_MARKER, atomic_directory
-from llm_finetuning.plots import read_metrics
-from llm_finetuning.run_outputs import PREVIOUS_RUN, MetricsWriter, RunRecorder
+from llm_finetuning.reporting.plots import read_metrics
+from llm_finetuning.reporting.run_outputs import PREVIOUS_RUN, MetricsWriter, RunRecorder
+from llm_finetuning.runtime.atomic_io import write_text_atomic
 from llm_finetuning.tools import export, infer
+from llm_finetuning.tools.train import main
 
 TINY = str(TINY_YAML)
 

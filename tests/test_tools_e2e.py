@@ -72,7 +72,7 @@ def _error_lines(text: str) -> list[str]:
 
 def test_debug_grpo_json_reports_diversity_tags_rewards_and_truncation(runs, capsys, caplog):
     full, _ = runs
-    with caplog.at_level("INFO", logger="llm_finetuning.progress"):
+    with caplog.at_level("INFO", logger="llm_finetuning.reporting.progress"):
         assert debug_grpo.main(["--config", _config(full), "--num", "3", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)  # the sample answers went to the log, not into the JSON
     shown = [m for m in caplog.messages if m.lstrip().startswith("problem ")]

@@ -8,7 +8,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from llm_finetuning.cli import run_reporting_errors
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.errors import DataError, ModelError
 from llm_finetuning.model import get_backend
@@ -23,6 +22,7 @@ from llm_finetuning.tools.group_stats import (
     spread,
     tag_presence,
 )
+from llm_finetuning.tools.train import run_reporting_errors
 
 
 @pytest.mark.parametrize(

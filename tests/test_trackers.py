@@ -1,4 +1,4 @@
-"""Experiment trackers (trackers.py): report_to as transformers takes it, and the run's evaluations, sample answers
+"""Experiment trackers (reporting/trackers.py): report_to as transformers takes it, and the run's evaluations, sample answers
 and before/after table in TensorBoard's event files, read back. Needs the tracking extra (skipped without it)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def test_report_to_takes_one_tracker_a_list_or_none_and_names_an_unknown_one():
 
 
 def test_a_tracker_that_is_not_installed_is_refused_naming_the_package(tmp_path, tiny_config, monkeypatch):
-    from llm_finetuning import trackers
+    from llm_finetuning.reporting import trackers
 
     monkeypatch.setitem(trackers.TRACKERS, "mlflow", "no_such_package_for_mlflow")
     with pytest.raises(PipelineError, match="needs the no_such_package_for_mlflow package"):

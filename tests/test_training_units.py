@@ -11,7 +11,7 @@ from transformers import TrainerControl
 
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.model import get_backend
-from llm_finetuning.run_outputs import MetricsWriter, RunState
+from llm_finetuning.reporting.run_outputs import MetricsWriter, RunState
 from llm_finetuning.training.arguments import grpo_arguments, same_named_fields, sft_arguments
 from llm_finetuning.training.callbacks import GracefulStop, MetricsLogging, PeriodicEvaluation
 from llm_finetuning.training.checkpoints import MARKER, CheckpointMarker, latest_complete_checkpoint

@@ -183,7 +183,7 @@ def test_unsloths_compiled_grpo_config_keeps_every_setting_the_project_passes(tm
 
 
 def test_the_same_config_records_the_same_grpo_and_sft_settings_on_both_backends(lane, tmp_path):
-    from llm_finetuning import cli
+    from llm_finetuning.tools import train as cli
 
     unsloth_run = json.loads((lane["root"] / "run" / "summary.json").read_text())
     hf_dir = tmp_path / "hf"
@@ -212,8 +212,8 @@ def drive(root: Path) -> dict:
     except NotImplementedError as exc:  # a release without CPU mode, or UNSLOTH_DISABLE_CPU_FALLBACK=1
         return {"declined": str(exc).splitlines()[0]}
     record: dict = {"import_seconds": round(time.perf_counter() - started, 1), "steps": {}}
-    from llm_finetuning import cli
     from llm_finetuning.tools import evaluate, export, infer
+    from llm_finetuning.tools import train as cli
 
     steps, run_dir, copy = record["steps"], root / "run", root / "skip_sft"
     steps["run"] = run_step(cli.main, run_arguments(run_dir))

@@ -1,7 +1,7 @@
-"""``python -m llm_finetuning``: the ``llm-finetune`` command (``app.py``)."""
+"""``python -m llm_finetuning``: the ``llm-finetune`` command (``tools/app.py``)."""
 
 import sys
 
-from .app import entry
+from .tools.app import entry
 
 sys.exit(entry())

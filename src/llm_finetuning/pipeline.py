@@ -26,10 +26,25 @@ from typing import Any
 
 import torch
 
-from .atomic_io import write_text_atomic
 from .config import PipelineConfig, RewardSpec
 from .data import GRPOData, load_grpo_data, load_sft_data
-from .distributed import (
+from .errors import DataError, PipelineError, TrainingInterrupted
+from .evaluation.evaluator import Evaluator, difficulty_scalars
+from .evaluation.judge import CompletionJudge
+from .generation.engines import HFEngine, open_engine
+from .grading import use_grader
+from .model import Backend, ModelManager, choose_backend
+from .model.adapters import check_replaceable
+from .model.card import CARD_FILE, model_card
+from .model.hardware import free_memory, on_cuda
+from .model.sources import base_model_path
+from .plan import RunPlan
+from .reporting.report import write_report
+from .reporting.run_outputs import RunRecorder, format_table
+from .reporting.trackers import Trackers
+from .rewards import build_rewards
+from .runtime.atomic_io import write_text_atomic
+from .runtime.distributed import (
     barrier,
     deepspeed_config_before_load,
     full_weights,
@@ -41,23 +56,8 @@ from .distributed import (
     rank,
     run_on_main,
 )
-from .errors import DataError, PipelineError, TrainingInterrupted
-from .evaluation.evaluator import Evaluator, difficulty_scalars
-from .evaluation.judge import CompletionJudge
-from .generation.engines import HFEngine, open_engine
-from .grading import use_grader
-from .logging_setup import library_warnings_hidden, quiet_libraries, setup_logging
-from .model import Backend, ModelManager, choose_backend
-from .model.adapters import check_replaceable
-from .model.card import CARD_FILE, model_card
-from .model.hardware import free_memory, on_cuda
-from .model.sources import base_model_path
-from .plan import RunPlan
-from .report import write_report
-from .rewards import build_rewards
-from .run_lock import RunLock
-from .run_outputs import RunRecorder, format_table
-from .trackers import Trackers
+from .runtime.logging_setup import library_warnings_hidden, quiet_libraries, setup_logging
+from .runtime.run_lock import RunLock
 from .training.arguments import check_trainer_settings
 from .training.selection import held_out_warning
 from .vllm_engine import EngineOwner

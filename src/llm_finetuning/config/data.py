@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .. import gym
 from ..schema import option, require
+from ..tasks import gym
 
 DatasetFormat = Literal[
     "auto", "openmathreasoning", "dapo", "gsm8k", "math", "numina", "columns", "synthetic", "reasoning_gym"

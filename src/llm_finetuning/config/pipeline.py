@@ -187,7 +187,7 @@ class PipelineConfig:
     def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> PipelineConfig:
         """Load ``path`` (or a shipped config by name: ``tiny``), apply ``section.field=value`` overrides, validate;
         raise ConfigError on any problem."""
-        from ..resources import config_path, shipped_configs
+        from ..runtime.resources import config_path, shipped_configs
 
         path = config_path(path)
         if not path.is_file():
@@ -225,7 +225,7 @@ class PipelineConfig:
 
 def _trackers(value: str | list[str]) -> list[str]:
     """``report_to`` as a list of known trackers (``none`` and ``[]``: none)."""
-    from ..trackers import TRACKERS
+    from ..reporting.trackers import TRACKERS
 
     names = [value] if isinstance(value, str) else list(value)
     names = [name for name in names if name != "none"]

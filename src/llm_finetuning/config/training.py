@@ -186,9 +186,9 @@ class GRPOTrainingConfig:
 
 def _check_generation_batch(section: GRPOTrainingConfig) -> None:
     """TRL's generation-batch rules with the number of processes this launch has (WORLD_SIZE; 1 without one)."""
-    from ..batch_rules import grpo_batch
-    from ..distributed import read_launch
     from ..errors import PipelineError
+    from ..runtime.distributed import read_launch
+    from .batch_rules import grpo_batch
 
     try:
         grpo_batch(section.per_device_train_batch_size, section.gradient_accumulation_steps,

@@ -24,10 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import gym
 from ..config import DatasetSpec
 from ..errors import DataError
 from ..grading.extract import gold_answer, is_numeric, last_boxed
+from ..tasks import gym
 from .workings import WORKINGS, gsm8k_answer, gsm8k_working
 
 if TYPE_CHECKING:

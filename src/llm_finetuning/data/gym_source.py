@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import gym
 from ..config import ReasoningGymConfig
 from ..errors import DataError
+from ..tasks import gym
 from .workings import WORKINGS, agrees
 
 if TYPE_CHECKING:

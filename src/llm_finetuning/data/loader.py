@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .. import gym
 from ..config import DataConfig, DatasetSpec, ReasoningGymConfig, SyntheticDataConfig
 from ..errors import DataError
+from ..tasks import gym
 from .formats import ADAPTERS, detect_format
 from .gym_source import generate_task_rows
 from .synthetic import GENERATORS

@@ -1,7 +1,7 @@
 """Evaluate a model on held-out problems: greedy for format and answer accuracy, k samples for avg@k.
 
 Used before SFT, after SFT (= GRPO step 0), every ``eval_steps`` during GRPO, and after GRPO, always on the
-same problems so the numbers compare. Each evaluation shows one progress view (``progress.py``) and the greedy
+same problems so the numbers compare. Each evaluation shows one progress view (``reporting/progress.py``) and the greedy
 answers to the first ``evaluation.sample_answers`` problems (the same problems every time, taken from the
 completions the evaluation generates anyway), so a person sees what the model writes change. Generation
 goes through the manager's engine (``evaluation.engine``: hf, vllm or Unsloth's); samples are drawn from
@@ -23,7 +23,7 @@ from typing import Any
 from ..config import PipelineConfig
 from ..generation import SamplingSettings, generation_budget
 from ..generation.settings import Progress
-from ..progress import ProgressView, log_samples
+from ..reporting.progress import ProgressView, log_samples
 from .judge import CompletionJudge
 from .scoring import by_difficulty, figures, sample_answers, score_problems
 from .sharding import generate_sharded, own_share

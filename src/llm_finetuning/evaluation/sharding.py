@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ..distributed import gather_objects, rank, world_size
+from ..runtime.distributed import gather_objects, rank, world_size
 
 __all__ = ["generate_sharded", "own_share", "shard_batches"]
 

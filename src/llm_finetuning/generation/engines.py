@@ -124,7 +124,7 @@ def open_engine(choice: str, manager: Any, engines: Any, *, rollouts_use_vllm: b
 
     ``engines`` is the run's ``vllm_engine.EngineOwner``, which the vllm engine asks for a ready engine.
     """
-    from ..distributed import read_launch
+    from ..runtime.distributed import read_launch
 
     name, reason = choose_engine(
         choice, backend=manager.backend, model=manager.model, model_config=manager.config.model,

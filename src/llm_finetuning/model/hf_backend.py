@@ -52,7 +52,7 @@ def load_kwargs(model_config: ModelConfig) -> dict[str, Any]:
     """
     from transformers.integrations import is_deepspeed_zero3_enabled
 
-    from ..distributed import device_for, read_launch
+    from ..runtime.distributed import device_for, read_launch
 
     kwargs: dict[str, Any] = {"dtype": resolve_dtype(model_config)}
     if torch.cuda.is_available():

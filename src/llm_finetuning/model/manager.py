@@ -114,7 +114,7 @@ class ModelManager:
             raise ModelError(
                 f"{path}: not a full model save (no config.json); with model.lora set, load it as an adapter"
             )
-        from ..distributed import full_weights
+        from ..runtime.distributed import full_weights
 
         reference = next(self.model.parameters())
         saved = AutoModelForCausalLM.from_pretrained(str(path), dtype=reference.dtype)

@@ -30,7 +30,7 @@ import jinja2
 
 from ..config import PromptConfig
 from ..errors import ModelError
-from ..resources import packaged
+from ..runtime.resources import packaged
 
 __all__ = ["apply_chat_template_to", "check_tags_written", "render_chat_template", "resolve_template_path"]
 

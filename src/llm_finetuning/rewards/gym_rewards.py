@@ -26,8 +26,8 @@ import logging
 import math
 from typing import Any
 
-from .. import gym
 from ..grading.extract import answer_slot
+from ..tasks import gym
 from .base import Reward, RewardParamError
 
 __all__ = ["ReasoningGymScore"]
@@ -43,7 +43,7 @@ class ReasoningGymScore(Reward):
     """The task's ``score_answer`` on the stripped text in the answer slot; 0 without a slot or when the
     verifier raises. Range 0 … +1.0 (scale it with the reward's ``weight``).
 
-    >>> from llm_finetuning.gym import entry_ref
+    >>> from llm_finetuning.tasks.gym import entry_ref
     >>> sums = {"min_terms": 2, "max_terms": 2, "max_digits": 1}
     >>> ref = entry_ref("chain_sum", sums, seed=1, size=1, index=0)
     >>> json.loads(ref)["task"]  # entry 0 asks "4 - 1 ="

@@ -8,6 +8,8 @@ debug_grpo.py  why GRPO is (not) learning: diversity, tags, reward spread and tr
 group_stats.py the pure figures debug_grpo reports
 check.py       what this machine can run: packages, CUDA, the backend auto picks, disk, Hub
 common.py      what the tools share: config flags, the run's trained weights, model loading
+train.py       the pipeline's command line (``run_training.py``, ``llm-finetune train``)
+app.py         ``llm-finetune <command>``: every command above by name
 
 Run ``evaluate``, ``infer`` and ``export`` as ``python -m llm_finetuning.tools.<name>``, and ``debug_grpo.py``
 and ``check.py`` at the repository root.

@@ -15,14 +15,14 @@ import argparse
 import dataclasses
 import sys
 
-from ..cli import command
-from ..environment import (
+from ..runtime.environment import (
     REQUIRED_FOR_CPU,
     cuda_devices,
     free_disk_gib,
     hub_reachable,
     package_versions,
 )
+from .train import command
 
 
 def rows(config_path: str, gpu_memory: str | None = None) -> tuple[list[tuple[str, str]], list[str]]:

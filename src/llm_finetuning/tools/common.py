@@ -1,6 +1,6 @@
 """What the tools share beyond the library: their config flags, the trained weights a run left, model loading.
 
-Every tool takes ``--config`` and ``--set SECTION.FIELD=VALUE`` like ``run_training.py`` (``cli.py``), loads the
+Every tool takes ``--config`` and ``--set SECTION.FIELD=VALUE`` like ``run_training.py`` (``tools/train.py``), loads the
 model through ``ModelManager``, generates through ``generation`` and judges through ``evaluation``, so a tool
 sees the model exactly as training and evaluation do. Tools that generate take ``--engine auto|hf|vllm``
 (default: the config's ``evaluation.engine``); a tool loads a vLLM engine only when it generates on it, so
@@ -52,7 +52,7 @@ def config_from(args: argparse.Namespace) -> PipelineConfig:
     """The tool's config: ``--config`` plus every ``--set`` (and ``--engine``), validated; the console set up
     as a run's is (``--verbose``: the libraries' own output too)."""
     from ..grading import use_grader
-    from ..logging_setup import setup_logging
+    from ..runtime.logging_setup import setup_logging
 
     overrides = list(args.overrides)
     if getattr(args, "engine", None):
@@ -79,8 +79,8 @@ def default_adapter(config: PipelineConfig, prefer_grpo: bool = True) -> Path:
 def prepare_libraries(config: PipelineConfig) -> Any:
     """The config's backend, its libraries imported first (Unsloth before transformers), then the libraries'
     own progress bars and messages turned off (``--verbose`` keeps them). Call it before data or models load."""
-    from ..logging_setup import quiet_libraries
     from ..model import choose_backend
+    from ..runtime.logging_setup import quiet_libraries
 
     backend = choose_backend(config.model)
     backend.prepare()

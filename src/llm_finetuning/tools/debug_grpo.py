@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cli import add_config_arguments, command
 from ..config import PipelineConfig
 from ..errors import PipelineError
 from . import common
 from .group_stats import group_figures, overall_figures
+from .train import add_config_arguments, command
 
 __all__ = ["HINTS", "diagnose", "hints", "main", "render_table"]
 
@@ -183,7 +183,7 @@ def diagnose(
     """Generate GRPO groups with the trained model and return the report (``prompts``, ``overall``, ``hints``)."""
     from ..evaluation.judge import CompletionJudge
     from ..generation import SamplingSettings, generation_budget, render_prompts
-    from ..progress import ProgressView
+    from ..reporting.progress import ProgressView
     from ..rewards import build_rewards
 
     loaded = common.load_model(config, adapter, generates=True)
@@ -234,7 +234,7 @@ def _settings(adapter: str | Path | None, engine: str, sampling: Any) -> dict[st
 def _show_samples(count: int, judge: Any, conversations: list[Any], golds: list[str], groups: list[Any]) -> None:
     """The first completion of the first ``count`` groups, shown as every evaluation shows its answers."""
     from ..evaluation.scoring import sample_answers, score_problems
-    from ..progress import log_samples
+    from ..reporting.progress import log_samples
 
     rows = [{"prompt": prompt, "answer": gold} for prompt, gold in zip(conversations, golds, strict=True)]
     firsts = [group[:1] for group in groups[:count]]

@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..atomic_io import write_json_atomic, write_text_atomic
-from ..cli import add_config_arguments, command
 from ..config import DatasetSpec, PipelineConfig
 from ..errors import DataError, PipelineError
+from ..runtime.atomic_io import write_json_atomic, write_text_atomic
 from . import common
+from .train import add_config_arguments, command
 
 __all__ = ["dataset_spec", "evaluate", "load_problems", "load_raw", "main", "render_table"]
 
@@ -114,7 +114,7 @@ def evaluate(
     from ..evaluation.judge import CompletionJudge
     from ..evaluation.scoring import breakdowns, figures, sample_answers
     from ..generation import generation_budget
-    from ..progress import log_samples
+    from ..reporting.progress import log_samples
     from ..rewards import build_rewards
 
     if k < 1:

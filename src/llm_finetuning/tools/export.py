@@ -24,14 +24,14 @@ import os
 import sys
 from pathlib import Path
 
-from ..atomic_io import write_text_atomic
-from ..cli import add_config_arguments, command
 from ..config import LoraSettings, PipelineConfig
 from ..errors import ModelError, PipelineError
 from ..model.adapters import check_replaceable, mark_save
 from ..model.card import CARD_FILE
 from ..model.manager import read_adapter_config
+from ..runtime.atomic_io import write_text_atomic
 from . import common
+from .train import add_config_arguments, command
 
 __all__ = ["check_hub", "config_for_adapter", "export", "main", "push_to_hub"]
 
@@ -56,7 +56,7 @@ def config_for_adapter(config: PipelineConfig, adapter: Path) -> PipelineConfig:
 
 def check_hub(repo_id: str) -> None:
     """Fail fast, before any export work, when the Hub cannot take an upload."""
-    from ..environment import hub_reachable
+    from ..runtime.environment import hub_reachable
 
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _OFFLINE_VALUES:
         raise ModelError(

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cli import add_config_arguments, command
 from ..config import PipelineConfig
 from ..evaluation.judge import CompletionJudge
 from . import common
+from .train import add_config_arguments, command
 
 __all__ = ["TrainedModel", "load_trained", "main"]
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from ..distributed import any_rank
-from ..logging_setup import libraries_verbose
-from ..progress import ProgressView, metrics_figures
-from ..run_outputs import MetricsWriter
+from ..reporting.progress import ProgressView, metrics_figures
+from ..reporting.run_outputs import MetricsWriter
+from ..runtime.distributed import any_rank
+from ..runtime.logging_setup import libraries_verbose
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class MetricsLogging(TrainerCallback):
 
 
 class TrainingProgress(TrainerCallback):
-    """The phase's progress view (``progress.py``) from the first step to the last, and, in place of the log
+    """The phase's progress view (``reporting/progress.py``) from the first step to the last, and, in place of the log
     dicts the trainer prints, a compact metrics line every ``logging_steps`` (the dicts still reach
     metrics.jsonl and the trackers). ``answer_rewards``: name -> weight of the rewards scoring the answer."""
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from ..atomic_io import write_json_atomic
-from ..distributed import barrier, is_main_process
+from ..runtime.atomic_io import write_json_atomic
+from ..runtime.distributed import barrier, is_main_process
 
 MARKER = "checkpoint_complete.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")

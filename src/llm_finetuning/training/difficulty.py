@@ -18,9 +18,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..atomic_io import write_json_atomic
 from ..config import PipelineConfig
 from ..errors import DataError
+from ..runtime.atomic_io import write_json_atomic
 
 __all__ = ["keep_within_band"]
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..distributed import gather_objects, weights_checksum, world_size
 from ..errors import TrainingInterrupted
 from ..model import ModelManager
 from ..model.hardware import free_memory
+from ..runtime.distributed import gather_objects, weights_checksum, world_size
 from . import trl_compat
 from .arguments import trainer_settings
 from .callbacks import GracefulStop, MetricsLogging, MetricsWriter, TrainingProgress

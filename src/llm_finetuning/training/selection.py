@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic_io import write_json_atomic
+from ..runtime.atomic_io import write_json_atomic
 
 __all__ = ["BestWeights", "held_out_warning"]
 

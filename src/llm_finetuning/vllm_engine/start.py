@@ -29,8 +29,8 @@ import torch
 
 from ..config import PipelineConfig
 from ..errors import ModelError
-from ..logging_setup import console_stream, libraries_verbose, log_file, set_console_stream
 from ..model.hardware import free_memory, on_cuda, resolve_dtype
+from ..runtime.logging_setup import console_stream, libraries_verbose, log_file, set_console_stream
 from .weights import forget_reload_state
 
 __all__ = ["CPU_KV_CACHE_GIB", "engine_arguments", "native_output_to_log", "preserved_process_state", "shut_down",

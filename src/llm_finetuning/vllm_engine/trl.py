@@ -33,8 +33,8 @@ from typing import Any
 
 import torch
 
-from ..logging_setup import libraries_verbose
 from ..model.hardware import on_cuda, resolve_dtype
+from ..runtime.logging_setup import libraries_verbose
 from .owner import EngineOwner
 from .start import CPU_KV_CACHE_GIB, native_output_to_log, single_process_launch, stdout_with_a_descriptor
 from .weights import model_weights, push_weights

@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import PipelineError
+from ..errors import PipelineError
 
 __all__ = ["OURS", "TRACKERS", "Trackers"]
 

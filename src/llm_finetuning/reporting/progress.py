@@ -27,8 +27,8 @@ from typing import Any, Self
 
 from tqdm import tqdm
 
-from .distributed import is_main_process
-from .logging_setup import console_stream
+from ..runtime.distributed import is_main_process
+from ..runtime.logging_setup import console_stream
 
 __all__ = ["FIGURES", "ProgressView", "log_samples", "metrics_figures", "sample_text", "shorten"]
 

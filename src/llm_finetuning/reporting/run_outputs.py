@@ -29,8 +29,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .atomic_io import write_json_atomic
-from .environment import cpu_description, device_description, package_versions
+from ..runtime.atomic_io import write_json_atomic
+from ..runtime.environment import cpu_description, device_description, package_versions
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
-from .errors import PipelineError
+from ..errors import PipelineError
 
 __all__ = ["LOCK_FILE", "RunLock"]
 

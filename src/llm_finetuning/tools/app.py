@@ -19,13 +19,13 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .schema import closest
+from ..schema import closest
 
 __all__ = ["COMMANDS", "entry"]
 
 # subcommand -> (module, what it does)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("llm_finetuning.cli", "run the pipeline: SFT, then GRPO, with evaluations before and after"),
+    "train": ("llm_finetuning.tools.train", "run the pipeline: SFT, then GRPO, with evaluations before and after"),
     "eval": ("llm_finetuning.tools.evaluate", "score a model on the run's held-out problems or a benchmark"),
     "infer": ("llm_finetuning.tools.infer", "answer a question with a trained model"),
     "export": ("llm_finetuning.tools.export", "merge the adapter into the base weights, GGUF, push to the Hub"),

@@ -14,8 +14,8 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 
-from .config import PipelineConfig
-from .errors import PipelineError, TrainingInterrupted, os_error_code
+from ..config import PipelineConfig
+from ..errors import PipelineError, TrainingInterrupted, os_error_code
 
 DEFAULT_CONFIG = "configs/default_config.yaml"
 
@@ -150,12 +150,12 @@ def main(args: argparse.Namespace) -> int:
         print(config.to_yaml(), end="")
         return 0
     if args.help_config:
-        from .config.explain import explain
+        from ..config.explain import explain
 
         print(explain(config))
         return 0
-    from .distributed import is_main_process, leave_process_group, read_launch
-    from .pipeline import RunOptions, run
+    from ..pipeline import RunOptions, run
+    from ..runtime.distributed import is_main_process, leave_process_group, read_launch
 
     status = 0
     try:

@@ -35,7 +35,7 @@ from typing import Any, Literal, TypeVar
 import torch
 import torch.distributed as dist
 
-from .errors import PipelineError
+from ..errors import PipelineError
 
 __all__ = ["Launch", "any_rank", "barrier", "deepspeed_config_before_load", "device_for", "full_weights",
            "gather_objects", "is_main_process", "is_partitioned", "join_process_group", "leave_process_group",

@@ -6,7 +6,7 @@ warnings and errors to the console only, prefixed with its rank, so N processes 
 
 The console is for a person: our lines carry no level or module name (``training.log`` keeps both, with the
 time), warnings say ``warning:``, and every line is written through ``tqdm.write``, so it passes above a live
-progress bar (``progress.py``) instead of breaking it. ``quiet_libraries`` turns off what transformers,
+progress bar (``reporting/progress.py``) instead of breaking it. ``quiet_libraries`` turns off what transformers,
 datasets, huggingface_hub and vLLM print on their own — their progress bars for loading, saving and mapping,
 their info messages — with each library's own switch, and routes their records through our handlers: a
 library's warning goes to training.log only (the console says at the end how many there were), unless we know

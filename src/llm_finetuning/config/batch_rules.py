@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import PipelineError
+from ..errors import PipelineError
 
 __all__ = ["GRPOBatch", "grpo_batch"]
 

@@ -37,8 +37,8 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from .sandbox import Outcome, Service, Worker
-from .schema import ConfigError, closest
+from ..sandbox import Outcome, Service, Worker
+from ..schema import ConfigError, closest
 
 __all__ = [
     "EXTRA_FIX",

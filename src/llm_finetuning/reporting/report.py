@@ -26,7 +26,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .atomic_io import write_text_atomic
+from ..runtime.atomic_io import write_text_atomic
 from .run_outputs import EVAL_KEYS, STAGE_NAMES, held_out_count, table_rows
 
 __all__ = ["render_report", "write_report"]
