@@ -61,7 +61,7 @@ def time_ours(config, manager, data, funcs, weights, output_dir: Path) -> list[f
     from llm_finetuning.training.grpo import GRPOPhase
 
     timer = StepTimer()
-    from llm_finetuning.plan import RunPlan
+    from llm_finetuning.session.plan import RunPlan
     from llm_finetuning.vllm_engine import EngineOwner
 
     plan = RunPlan.resolve(config, manager.backend).with_model(config, manager.model)
@@ -80,7 +80,7 @@ def time_bare(config, manager, data, funcs, weights, output_dir: Path) -> list[f
 
     trl_compat.install()
     timer = StepTimer()
-    from llm_finetuning.plan import RunPlan
+    from llm_finetuning.session.plan import RunPlan
 
     plan = RunPlan.resolve(config, manager.backend)
     args = GRPOConfig(**grpo_arguments(config, output_dir, plan, data.max_completion_length, weights))

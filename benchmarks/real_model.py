@@ -199,7 +199,7 @@ def sft_trl_defaults(config, steps: int, output: Path, times: StepTimes) -> dict
 def sft_ours(config, steps: int, output: Path, times: StepTimes) -> dict:
     from llm_finetuning.data import load_sft_data
     from llm_finetuning.model import ModelManager
-    from llm_finetuning.plan import RunPlan
+    from llm_finetuning.session.plan import RunPlan
     from llm_finetuning.training.sft import SFTPhase
 
     config = config.with_overrides([f"sft_training.max_steps={steps}", "sft_training.logging_steps=1",
@@ -304,7 +304,7 @@ def grpo_trl_defaults(
 
 
 def grpo_ours(config, manager, data, rewards, steps: int, output: Path, split: StepSplit):
-    from llm_finetuning.plan import RunPlan
+    from llm_finetuning.session.plan import RunPlan
     from llm_finetuning.training.grpo import GRPOPhase
     from llm_finetuning.vllm_engine import EngineOwner
 

@@ -311,7 +311,7 @@ def test_trl_configs_built_from_the_project_arguments_on_cuda_keep_every_value(b
 
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.model import get_backend
-    from llm_finetuning.plan import RunPlan
+    from llm_finetuning.session.plan import RunPlan
     from llm_finetuning.training.arguments import grpo_arguments, sft_arguments
 
     config = PipelineConfig.from_yaml(ROOT / "configs" / config_file)

@@ -152,10 +152,25 @@ def test_the_process_and_reporting_layers_import_nothing_above_them():
     assert arrows == set()
 
 
-def test_the_package_root_holds_the_runs_story_its_plan_and_the_ground_floor():
-    """Everything else lives in a package named for its job (runtime, reporting, tasks, tools, ...)."""
+def test_the_package_root_holds_the_runs_story_and_the_ground_floor():
+    """Everything else lives in a package named for its job (session, runtime, reporting, tasks, tools, ...)."""
     root = sorted(path.name for path in (SRC / "llm_finetuning").glob("*.py"))
-    assert root == ["__init__.py", "__main__.py", "errors.py", "pipeline.py", "plan.py", "schema.py"]
+    assert root == ["__init__.py", "__main__.py", "errors.py", "pipeline.py", "schema.py"]
+
+
+def test_a_run_is_assembled_in_one_place():
+    """Sleep mode asked for, backend chosen and its libraries imported first, plan resolved, model manager and
+    engine owner made: only ``Session.open`` does it (the pipeline and every tool open a session)."""
+    steps = {"ModelManager", "EngineOwner", "request_standby", "quiet_libraries", "RunPlan.resolve", "backend.prepare"}
+    found = set()
+    for path in (SRC / "llm_finetuning").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = getattr(func, "id", None) or f"{getattr(getattr(func, 'value', None), 'id', '')}.{getattr(func, 'attr', '')}"
+                if name in steps:
+                    found.add((str(path.relative_to(SRC / "llm_finetuning")), name))
+    assert {where for where, _ in found} == {"session/session.py"}, found
 
 
 def test_backend_differences_are_asked_of_the_backend_object_not_its_name():
@@ -169,7 +184,7 @@ def test_the_rollout_kind_is_compared_only_where_it_is_decided():
     """What GRPO generates with is decided once (``RunPlan``, from the backend's choice); everything else asks the
     plan (``plan.uses_vllm``, ``plan.trl_engine``...), never compares the kind's name."""
     comparison = re.compile(r"""[!=]=\s*['"](generate|model_engine|trl_colocate|trl_server)['"]|rollouts in \(""")
-    deciders = {"plan.py", "model/hf_backend.py", "model/unsloth_backend.py", "vllm_engine/logprobs.py"}
+    deciders = {"session/plan.py", "model/hf_backend.py", "model/unsloth_backend.py", "vllm_engine/logprobs.py"}
     found = [f"{path.relative_to(SRC / 'llm_finetuning')}:{number}" for path in (SRC / "llm_finetuning").rglob("*.py")
              for number, line in enumerate(path.read_text().splitlines(), 1)
              if comparison.search(line) and str(path.relative_to(SRC / "llm_finetuning")) not in deciders]  # fmt: skip

@@ -16,7 +16,7 @@ import torch
 
 from llm_finetuning.config import ConfigError, PipelineConfig
 from llm_finetuning.model import get_backend
-from llm_finetuning.plan import RunPlan
+from llm_finetuning.session.plan import RunPlan
 from llm_finetuning.training.arguments import check_trainer_settings, grpo_arguments
 from llm_finetuning.vllm_engine import importance_sampling
 

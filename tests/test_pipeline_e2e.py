@@ -189,8 +189,8 @@ def test_skip_sft_continues_from_the_saved_sft_adapter(finished_run, tmp_path):
 def test_sft_trainer_is_freed_after_the_phase(tmp_path):
     from llm_finetuning.data import load_sft_data
     from llm_finetuning.model import ModelManager
-    from llm_finetuning.plan import RunPlan
     from llm_finetuning.reporting.run_outputs import MetricsWriter
+    from llm_finetuning.session.plan import RunPlan
     from llm_finetuning.training.sft import SFTPhase
 
     config = tiny_config(tmp_path, "sft_training.max_steps=2")

@@ -49,7 +49,7 @@ def loaded(tmp_path_factory):
 
 
 def _plan(config, manager):
-    from llm_finetuning.plan import RunPlan
+    from llm_finetuning.session.plan import RunPlan
 
     return RunPlan.resolve(config, manager.backend).with_model(config, manager.model)
 

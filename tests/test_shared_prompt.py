@@ -21,7 +21,7 @@ import torch
 from conftest import ROOT, real_model_marks
 
 from llm_finetuning.model import get_backend
-from llm_finetuning.plan import shared_tokens
+from llm_finetuning.session.plan import shared_tokens
 from llm_finetuning.training import shared_prompt, trl_compat
 from llm_finetuning.training.shared_prompt import common_prefix, pack_groups, pack_prefix, unpack
 

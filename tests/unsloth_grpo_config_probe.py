@@ -37,7 +37,7 @@ def differences() -> list[dict]:
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.config.training import LossType
     from llm_finetuning.model import get_backend
-    from llm_finetuning.plan import RunPlan
+    from llm_finetuning.session.plan import RunPlan
     from llm_finetuning.training.arguments import GRPO_SETTINGS, grpo_arguments, trainer_settings
 
     found = []

@@ -31,14 +31,12 @@ from .data import GRPOData, load_grpo_data, load_sft_data
 from .errors import DataError, PipelineError, TrainingInterrupted
 from .evaluation.evaluator import Evaluator, difficulty_scalars
 from .evaluation.judge import CompletionJudge
-from .generation.engines import HFEngine, open_engine
+from .generation.engines import HFEngine
 from .grading import use_grader
-from .model import Backend, ModelManager, choose_backend
+from .model import Backend, ModelManager
 from .model.adapters import check_replaceable
 from .model.card import CARD_FILE, model_card
 from .model.hardware import free_memory, on_cuda
-from .model.sources import base_model_path
-from .plan import RunPlan
 from .reporting.report import write_report
 from .reporting.run_outputs import RunRecorder, format_table
 from .reporting.trackers import Trackers
@@ -46,7 +44,6 @@ from .rewards import build_rewards
 from .runtime.atomic_io import write_text_atomic
 from .runtime.distributed import (
     barrier,
-    deepspeed_config_before_load,
     full_weights,
     is_main_process,
     is_partitioned,
@@ -56,13 +53,13 @@ from .runtime.distributed import (
     rank,
     run_on_main,
 )
-from .runtime.logging_setup import library_warnings_hidden, quiet_libraries, setup_logging
+from .runtime.logging_setup import library_warnings_hidden, setup_logging
 from .runtime.run_lock import RunLock
+from .session import RunPlan, Session
 from .training.arguments import check_trainer_settings
 from .training.selection import held_out_warning
 from .vllm_engine import EngineOwner
 from .vllm_engine.server import wait_for_server
-from .vllm_engine.unsloth import request_standby
 
 logger = logging.getLogger(__name__)
 
@@ -112,16 +109,12 @@ def _run_locked(config: PipelineConfig, options: RunOptions, output_dir: Path, l
     recorder = run_on_main(lambda: _start_outputs(config, output_dir, options))
     if not is_main_process():  # the main process has reset (or kept) the files: read the same state
         recorder = RunRecorder.start(output_dir, resume=options.resume, writes=False)
-    request_standby(config)  # read by Unsloth when it is imported, which choosing it may do
-    backend = choose_backend(config.model)  # once: the manager, the phases and the engines all get this object
-    _check_processes(backend, recorder, launch)
-    backend.prepare()  # Unsloth is imported here, before anything imports trl or transformers
-    quiet_libraries(main=is_main_process())  # their bars and chatter off where they start (unless --verbose)
-    plan = RunPlan.resolve(config, backend)  # once: rollouts, correction, precision, reference (plan.py)
-    if not options.skip_grpo and plan.trl_server:
+    session = Session.open(config, main=is_main_process(),
+                           check=lambda backend: _check_processes(backend, recorder, launch))  # fmt: skip
+    if not options.skip_grpo and session.plan.trl_server:
         run_on_main(lambda: wait_for_server(config.grpo_training))  # fail now, not when GRPO starts
     trackers = Trackers.start(config, output_dir, writes=is_main_process())
-    story = Run(config, recorder, plan, trackers)
+    story = Run(config, recorder, session, trackers)
     try:
         story.steps(options)
     except (TrainingInterrupted, KeyboardInterrupt):  # stopped in a phase (a checkpoint saved) or outside one
@@ -209,21 +202,18 @@ def _check_processes(backend: Backend, recorder: RunRecorder, launch: Any) -> No
 
 
 class Run:
-    """One run's working state: the model, its vLLM engine, the GRPO data and the evaluator its steps share."""
+    """One run's steps in order, over its session (the plan, the model, every vLLM engine, what evaluation
+    generates with) and the GRPO data and evaluators the steps share."""
 
-    def __init__(self, config: PipelineConfig, recorder: RunRecorder, plan: RunPlan,
+    def __init__(self, config: PipelineConfig, recorder: RunRecorder, session: Session,
                  trackers: Trackers | None = None) -> None:  # fmt: skip
-        self.config, self.recorder, self.plan = config, recorder, plan
+        self.config, self.recorder, self.session = config, recorder, session
         self.trackers = trackers or Trackers({})
         self.reward_funcs, self.reward_weights = build_rewards(config.rewards, config.prompt)
-        check_trainer_settings(config, plan)  # before minutes of loading, not after SFT
-        self.manager = ModelManager(config, plan.backend)
-        self.engines = EngineOwner(config)  # every vLLM engine of the run: ours, TRL's or Unsloth's
-        self.engine: Any = None  # what evaluations generate with (generation.engines)
+        check_trainer_settings(config, session.plan)  # before minutes of loading, not after SFT
         self.grpo_data: GRPOData | None = None
         self.evaluator: Evaluator | None = None
         self._sft_data: Any = None
-        self.deepspeed_config: Any = None  # held while the model lives (ZeRO-3 partitions at load)
         self.selector: Evaluator | None = None  # evaluation.selection_samples: what the evaluations in GRPO score
         self.best: Any = None  # grpo_training.keep_best: training.selection.BestWeights
         self.grpo_start: float | None = None  # greedy accuracy where GRPO started, on the problems it is scored on
@@ -255,14 +245,24 @@ class Run:
         elif not options.skip_grpo:
             self.finish_grpo_earlier(state.load()["grpo"].get("steps", 0))  # 6'. GRPO had finished
 
+    @property
+    def plan(self) -> RunPlan:
+        return self.session.plan
+
+    @property
+    def manager(self) -> ModelManager:
+        return self.session.manager
+
+    @property
+    def engines(self) -> EngineOwner:
+        return self.session.engines  # every vLLM engine of the run: ours, TRL's or Unsloth's
+
+    @property
+    def engine(self) -> Any:
+        return self.session.engine  # what evaluations generate with (generation.engines)
+
     def load_model(self) -> None:
-        with main_process_first():  # a builtin base model is built once, by the main process
-            base_model_path(self.config)
-        self.deepspeed_config = deepspeed_config_before_load()
-        self.manager.load()
-        if (engine := self.manager.backend.model_engine(self.manager.model)) is not None:
-            self.engines.adopt(engine, "unsloth")  # built with the model (fast_inference)
-        self.plan = plan = self.plan.with_model(self.config, self.manager.model)  # the shared-token passes
+        plan = self.session.load().plan  # with what depends on the model: the shared-token passes
         precision = plan.precision
         logger.info("precision: %s weights, %s autocast (%s)", precision["weights"], precision["autocast"] or "no",
                     precision["reason"])  # fmt: skip
@@ -270,7 +270,7 @@ class Run:
         logger.info("GRPO log-probs: shared prompt %s; SFT: shared prefix %s", plan.shared_prompt.reason,
                     plan.shared_prefix.reason)  # fmt: skip
         self.recorder.set(**plan.record(), chat_template=self.manager.template.record())
-        if self.deepspeed_config is not None:  # did ZeRO-3 partition the weights as they loaded?
+        if self.session.deepspeed_config is not None:  # did ZeRO-3 partition the weights as they loaded?
             self.recorder.summary["processes"]["weights_partitioned"] = is_partitioned(self.manager.model)
 
     def prepare_grpo_data(self) -> None:
@@ -288,8 +288,7 @@ class Run:
             self.config, validation, judge, self.grpo_data.max_completion_length
         )
         self.selector = selection_evaluator(self.config, validation, judge, self.grpo_data.max_completion_length)
-        self.engine, reason = open_engine(self.config.evaluation.engine, self.manager, self.engines,
-                                          rollouts_use_vllm=self.plan.trl_engine)  # evaluation shares TRL's engine
+        _, reason = self.session.open_engine(trains=True)  # evaluation shares TRL's engine where GRPO has one
         self.recorder.set(engine=self.engine.name, engine_reason=reason)
 
     def preflight(self, sft_now: bool, grpo_now: bool) -> None:
@@ -451,14 +450,8 @@ class Run:
         self.engines.release_own()
 
     def free(self) -> None:
-        """End the run's vLLM engine, then drop the model (callers drop their own references). A failure to end
-        the engine is logged, not raised: it must neither keep the model's memory nor hide why the run stopped."""
-        try:
-            self.engines.shutdown()
-        except Exception:
-            logger.exception("could not shut the vLLM engine down")
-        finally:
-            self.manager.free()
+        """End the run's vLLM engines, then drop the model (``Session.free``)."""
+        self.session.free()
 
     def save(self, path: Path) -> None:
         """The main process saves the whole weights (gathered under ZeRO-3); the others wait until it has."""

@@ -10,34 +10,13 @@ sees the model exactly as training and evaluation do. Tools that generate take `
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..config import PipelineConfig
 from ..errors import ModelError
+from ..session import Session
 
-__all__ = ["LoadedModel", "add_engine_argument", "config_from", "default_adapter", "load_model",
-           "prepare_libraries"]  # fmt: skip
-
-
-@dataclass
-class LoadedModel:
-    """A tool's model in eval mode, what it generates with (None for a tool that does not generate), and the
-    owner of any vLLM engine; ``free`` ends the engine, then drops the model."""
-
-    manager: Any  # ModelManager
-    engines: Any  # vllm_engine.EngineOwner
-    engine: Any = None  # generation.engines, when the tool generates
-    engine_reason: str | None = None
-
-    @property
-    def config(self) -> PipelineConfig:
-        return self.manager.config
-
-    def free(self) -> None:
-        self.engines.shutdown()
-        self.manager.free()
+__all__ = ["add_engine_argument", "config_from", "default_adapter", "load_model", "open_session"]
 
 
 def add_engine_argument(parser: argparse.ArgumentParser) -> None:
@@ -76,40 +55,23 @@ def default_adapter(config: PipelineConfig, prefer_grpo: bool = True) -> Path:
     )
 
 
-def prepare_libraries(config: PipelineConfig) -> Any:
-    """The config's backend, its libraries imported first (Unsloth before transformers), then the libraries'
-    own progress bars and messages turned off (``--verbose`` keeps them). Call it before data or models load."""
-    from ..model import choose_backend
-    from ..runtime.logging_setup import quiet_libraries
-
-    backend = choose_backend(config.model)
-    backend.prepare()
-    quiet_libraries()
-    return backend
-
-
-def load_model(config: PipelineConfig, adapter: str | Path | None, *, generates: bool = False) -> LoadedModel:
-    """The model in eval mode: base + ``adapter`` (a LoRA or full save), or the base model alone.
-
-    ``generates``: the tool generates, through ``.engine`` (``evaluation.engine``). Unsloth's vLLM engine
-    (``model.fast_inference``) is loaded only for a tool that generates on it.
-    """
-    from ..generation import open_engine
-    from ..model import ModelManager
-    from ..vllm_engine import EngineOwner
-
+def open_session(config: PipelineConfig, *, generates: bool = False) -> Session:
+    """The tool's session, before its model loads: the backend's libraries imported first and quieted (call it
+    before data loads: no library progress bars). Unsloth's vLLM engine (``model.fast_inference``) is kept only
+    for a tool that ``generates`` on it."""
     engine_wanted = generates and config.evaluation.engine != "hf" and config.model.fast_inference
-    config = config.with_overrides([f"model.fast_inference={str(engine_wanted).lower()}"])
-    backend = prepare_libraries(config)
-    if adapter is not None:
-        manager = ModelManager.load_for_inference(config, adapter, backend)
-    else:
-        manager = ModelManager(config, backend)
-        manager.load()  # a fresh LoRA adapter is a no-op, so this is the base model's behaviour
-        manager.model.eval()
-    loaded = LoadedModel(manager, EngineOwner(config))
-    if (carried := backend.model_engine(manager.model)) is not None:
-        loaded.engines.adopt(carried, "unsloth")
+    return Session.open(config.with_overrides([f"model.fast_inference={str(engine_wanted).lower()}"]))
+
+
+def load_model(config: PipelineConfig, adapter: str | Path | None, *, generates: bool = False,
+               session: Session | None = None) -> Session:  # fmt: skip
+    """The tool's session (``session``, or one opened here) with the model in eval mode: base + ``adapter`` (a
+    LoRA or full save), or the base model alone; ``.manager``, ``.engine`` when the tool ``generates`` (through
+    ``evaluation.engine``), then ``.free()``."""
+    session = session or open_session(config, generates=generates)
+    session.load(adapter)
+    if adapter is None:
+        session.manager.model.eval()  # a fresh LoRA adapter is a no-op, so this is the base model's behaviour
     if generates:
-        loaded.engine, loaded.engine_reason = open_engine(config.evaluation.engine, manager, loaded.engines)
-    return loaded
+        session.open_engine()
+    return session

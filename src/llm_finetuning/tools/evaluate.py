@@ -121,11 +121,11 @@ def evaluate(
         raise PipelineError(f"--k must be >= 1 (got {k})")
     output = Path(output_dir or Path("eval_runs") / time.strftime("%Y%m%d-%H%M%S"))
     started = time.perf_counter()
-    common.prepare_libraries(config)  # before the data loads: no library progress bars
+    session = common.open_session(config, generates=True)  # before the data loads: no library bars
     raw = load_raw(config, spec) if spec is not None else None
     judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
     budget = generation_budget(config)
-    loaded = common.load_model(config, adapter, generates=True)
+    loaded = common.load_model(config, adapter, generates=True, session=session)
     try:
         if spec is None:
             rows, stats = load_held_out(config, loaded.manager.tokenizer, max_samples)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..config import PipelineConfig
 from ..evaluation.judge import CompletionJudge
+from ..session import Session
 from . import common
 from .train import add_config_arguments, command
 
@@ -36,7 +37,7 @@ class TrainedModel:
     """A loaded model plus what it needs to answer: the config's tags and the generation budget."""
 
     config: PipelineConfig
-    loaded: common.LoadedModel  # the model, the engine it generates with, and the owner of any vLLM engine
+    loaded: Session  # the model, the engine it generates with, and the owner of any vLLM engine
     adapter: Path | None
     max_new_tokens: int
     judge: CompletionJudge  # where the reasoning ends and what the answer is, as evaluation reads them

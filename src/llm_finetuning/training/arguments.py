@@ -27,8 +27,8 @@ from typing import Any
 from ..config import GRPOTrainingConfig, PipelineConfig, SFTTrainingConfig
 from ..model import Backend
 from ..model.hardware import mixed_precision, on_cuda, optimizer
-from ..plan import RunPlan
 from ..schema import ConfigError, closest
+from ..session.plan import RunPlan
 
 __all__ = ["CISPO_EPSILON_HIGH", "GRPO_SETTINGS", "SFT_SETTINGS", "check_trainer_settings", "grpo_arguments",
            "same_named_fields", "sft_arguments", "trainer_settings"]  # fmt: skip

@@ -20,7 +20,7 @@ from ..config import PipelineConfig
 from ..data import GRPOData
 from ..evaluation.judge import CompletionJudge
 from ..model import ModelManager
-from ..plan import RunPlan
+from ..session.plan import RunPlan
 from ..vllm_engine import EngineOwner
 from . import advantages, oversample, shared_prompt
 from .arguments import GRPO_SETTINGS, grpo_arguments

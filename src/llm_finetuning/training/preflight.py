@@ -32,7 +32,7 @@ from ..data import GRPOData
 from ..errors import PipelineError
 from ..model import ModelManager
 from ..model.hardware import free_memory, on_cuda
-from ..plan import RunPlan
+from ..session.plan import RunPlan
 from ..vllm_engine import EngineOwner
 from . import trl_compat
 from .callbacks import TrainingProgress

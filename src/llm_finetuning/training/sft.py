@@ -11,7 +11,7 @@ from typing import Any
 
 from ..config import PipelineConfig
 from ..model import ModelManager
-from ..plan import RunPlan
+from ..session.plan import RunPlan
 from . import shared_prompt
 from .arguments import SFT_SETTINGS, sft_arguments
 from .callbacks import MetricsWriter

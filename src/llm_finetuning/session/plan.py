@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .config import PipelineConfig
-from .model import Backend
-from .model.backend import Rollouts
-from .model.hardware import precision_record
-from .vllm_engine import ImportanceSampling, importance_sampling
+from ..config import PipelineConfig
+from ..model import Backend
+from ..model.backend import Rollouts
+from ..model.hardware import precision_record
+from ..vllm_engine import ImportanceSampling, importance_sampling
 
 __all__ = ["RunPlan", "SharedTokens", "reference_record", "shared_tokens"]
 
