@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from llm_finetuning.config import ConfigError, PipelineConfig
+from llm_finetuning.session.checks import check_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -83,7 +84,7 @@ BAD = [
 @pytest.mark.parametrize(("raw", "message"), BAD)
 def test_bad_config_names_the_key(raw, message):
     with pytest.raises(ConfigError) as error:
-        PipelineConfig.from_dict(raw)
+        check_config(PipelineConfig.from_dict(raw))  # the names a config refers to: checked by their owners
     assert message in str(error.value)
     assert "\n" not in str(error.value)
 

@@ -142,10 +142,12 @@ def test_the_model_layer_imports_nothing_from_the_layers_that_use_it():
     assert arrows == set()
 
 
-def test_the_process_and_reporting_layers_import_nothing_above_them():
-    """``runtime/`` (processes, environment, logging, files) and ``reporting/`` (what a run shows and writes) sit
-    under every other layer: they may import the errors, and reporting the runtime, nothing else."""
-    allowed = {"runtime": {"errors"}, "reporting": {"errors", "runtime"}}
+def test_config_runtime_and_reporting_import_nothing_above_them():
+    """``config/`` (the ground floor: what a run is told), ``runtime/`` (processes, environment, logging, files)
+    and ``reporting/`` (what a run shows and writes) sit under every other layer: they may import the errors and
+    the schema, reporting the runtime, nothing else (the names a config refers to are checked by their owners,
+    ``session/checks.py``)."""
+    allowed = {"config": {"errors", "schema"}, "runtime": {"errors"}, "reporting": {"errors", "runtime"}}
     arrows = {(module, target) for module, targets in import_graph().items() if _layer(module) in allowed
               for target in targets
               if _layer(target) != _layer(module) and _layer(target) not in allowed[_layer(module)]}  # fmt: skip

@@ -25,6 +25,7 @@ from llm_finetuning.evaluation.sharding import generate_sharded, shard_batches
 from llm_finetuning.model import get_backend
 from llm_finetuning.reporting.run_outputs import RunRecorder
 from llm_finetuning.runtime.logging_setup import setup_logging
+from llm_finetuning.session.checks import check_config
 from llm_finetuning.tools.train import resume_command
 from llm_finetuning.training.callbacks import GracefulStop
 from llm_finetuning.vllm_engine.server import wait_for_server
@@ -118,11 +119,12 @@ def test_one_ctrl_c_delivered_twice_is_one_request_and_a_later_one_insists():
 def test_the_grpo_batch_rule_counts_the_launch_processes(monkeypatch, world_size, accepted):
     monkeypatch.setenv("WORLD_SIZE", world_size)
     settings = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 1, "num_generations": 8}
+    config = PipelineConfig.from_dict({"grpo_training": settings})
     if accepted:
-        assert GRPOTrainingConfig(**settings).num_generations == 8  # 4 x 2 processes = one group of 8
+        assert check_config(config).grpo_training.num_generations == 8  # 4 x 2 processes = one group of 8
     else:
         with pytest.raises(ConfigError, match=r"4 x 1 x 1 = 4 must be divisible by num_generations = 8"):
-            GRPOTrainingConfig(**settings)
+            check_config(config)
 
 
 @pytest.mark.parametrize("launcher, prefix", [

@@ -16,6 +16,7 @@ from conftest import TINY_YAML
 
 from llm_finetuning.config import ConfigError, PipelineConfig
 from llm_finetuning.rewards import RewardParamError, get_reward
+from llm_finetuning.session.checks import check_config
 
 FIX = "install it with uv sync --extra reasoning-gym"
 
@@ -58,7 +59,7 @@ def without_reasoning_gym(monkeypatch):
 @pytest.mark.parametrize("phase", ["sft", "grpo"])
 def test_a_task_without_the_extra_names_the_install_command(without_reasoning_gym, phase):
     with pytest.raises(ConfigError) as caught:
-        PipelineConfig.from_dict({"data": {phase: {"name": "reasoning_gym:gsm_symbolic"}}})
+        check_config(PipelineConfig.from_dict({"data": {phase: {"name": "reasoning_gym:gsm_symbolic"}}}))
     assert str(caught.value) == f"data.{phase}.name: reasoning_gym:gsm_symbolic needs the reasoning-gym package; {FIX}"
 
 
@@ -67,7 +68,7 @@ def test_the_reward_without_the_extra_is_refused_when_built(without_reasoning_gy
         get_reward("reasoning_gym")
     assert str(caught.value) == f"reasoning_gym: needs the reasoning-gym package; {FIX}"
     with pytest.raises(ConfigError) as caught:
-        PipelineConfig.from_dict({"rewards": {"rewards": [{"name": "reasoning_gym"}]}})
+        check_config(PipelineConfig.from_dict({"rewards": {"rewards": [{"name": "reasoning_gym"}]}}))
     assert str(caught.value) == f"rewards: reasoning_gym: needs the reasoning-gym package; {FIX}"
 
 

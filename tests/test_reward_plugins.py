@@ -12,6 +12,7 @@ from conftest import ROOT, SIMPLE_SUMS
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.rewards import build_rewards
 from llm_finetuning.schema import ConfigError
+from llm_finetuning.session.checks import check_config
 
 EXAMPLE = ROOT / "docs" / "examples" / "my_rewards.py"
 
@@ -61,10 +62,10 @@ def test_a_bad_reward_name_is_a_one_line_config_error(user_file):
     for name, message in (("./mine.py:absent", "has no callable absent"), ("./nofile.py:f", "cannot import"),
                           ("no_such_package.rewards:f", "cannot import no_such_package.rewards")):  # fmt: skip
         with pytest.raises(ConfigError, match=message):
-            PipelineConfig.from_dict({"rewards": {"rewards": [{"name": name}]}})
+            check_config(PipelineConfig.from_dict({"rewards": {"rewards": [{"name": name}]}}))
     with pytest.raises(ConfigError, match="takes no completions"):
         (user_file / "sig.py").write_text("def f(text):\n    return [0.0]\n")
-        PipelineConfig.from_dict({"rewards": {"rewards": [{"name": "./sig.py:f"}]}})
+        check_config(PipelineConfig.from_dict({"rewards": {"rewards": [{"name": "./sig.py:f"}]}}))
 
 
 def test_a_python_callable_is_a_reward_too():

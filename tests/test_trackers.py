@@ -9,6 +9,7 @@ from conftest import SIMPLE_SUMS
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.errors import PipelineError
 from llm_finetuning.schema import ConfigError
+from llm_finetuning.session.checks import check_config
 
 
 def test_report_to_takes_one_tracker_a_list_or_none_and_names_an_unknown_one():
@@ -16,7 +17,7 @@ def test_report_to_takes_one_tracker_a_list_or_none_and_names_an_unknown_one():
     assert PipelineConfig.from_yaml(tiny, ["report_to=none"]).report_to == []
     assert PipelineConfig.from_yaml(tiny, ["report_to=[tensorboard, mlflow]"]).report_to == ["tensorboard", "mlflow"]
     with pytest.raises(ConfigError, match="did you mean wandb"):
-        PipelineConfig.from_yaml(tiny, ["report_to=wandbb"])
+        check_config(PipelineConfig.from_yaml(tiny, ["report_to=wandbb"]))
     assert PipelineConfig.from_yaml(tiny, ["run_name=exp-7"]).tracker_run_name == "exp-7"
     assert PipelineConfig.from_yaml(tiny).tracker_run_name == "tiny"  # the output folder's name
 

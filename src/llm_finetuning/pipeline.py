@@ -56,6 +56,7 @@ from .runtime.distributed import (
 from .runtime.logging_setup import library_warnings_hidden, setup_logging
 from .runtime.run_lock import RunLock
 from .session import RunPlan, Session
+from .session.checks import check_config
 from .training.arguments import check_trainer_settings
 from .training.selection import held_out_warning
 from .vllm_engine import EngineOwner
@@ -83,7 +84,7 @@ def run(config: PipelineConfig, options: RunOptions | None = None, *, rewards: l
     ``sft_dataset`` / ``grpo_dataset`` (``datasets.Dataset``) stand in for the config's datasets, shaped by the
     same rules (their format detected from the columns, or the config's ``format``)."""
     options = options or RunOptions()
-    config = _with_objects(config, rewards, sft_dataset, grpo_dataset)
+    config = check_config(_with_objects(config, rewards, sft_dataset, grpo_dataset))  # names its owners know
     started = time.perf_counter()
     # 0. the process group (a multi-process launch); the output folder locked for this run before anything is
     #    written there (a second run is refused); logging, threads, the resolved config, a fresh (or resumed)

@@ -8,11 +8,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..schema import option, require
-from ..tasks import gym
 
 DatasetFormat = Literal[
     "auto", "openmathreasoning", "dapo", "gsm8k", "math", "numina", "columns", "synthetic", "reasoning_gym"
 ]
+GYM_PREFIX = "reasoning_gym:"  # a dataset name "reasoning_gym:<task>" generates the task's problems
+
+
+def gym_task(name: str) -> str | None:
+    """The reasoning-gym task a dataset name generates (``reasoning_gym:<task>``), or ``None`` for other names."""
+    return name[len(GYM_PREFIX) :] if name.startswith(GYM_PREFIX) else None
+
+
 HeldoutBy = Literal["tuples", "wording", "both"]
 Working = Literal["lines", "columns"]
 
@@ -40,7 +47,7 @@ class DatasetSpec:
     def __post_init__(self) -> None:
         if self.max_samples is not None:
             require(self.max_samples > 0, "max_samples", f"must be > 0 (got {self.max_samples})")
-        generated = gym.task_of(self.name) is not None
+        generated = gym_task(self.name) is not None
         require(
             generated or self.format != "reasoning_gym",
             "format",
@@ -211,23 +218,6 @@ class DataConfig:
             "sft_max_length_fraction",
             f"must be in (0, 1] (got {self.sft_max_length_fraction})",
         )
-        self._check_tasks()
-
-    def _check_tasks(self) -> None:
-        """The reasoning-gym tasks the datasets name, and every task's settings, refused here with the
-        closest valid name, before any model loads (reasoning-gym is imported only when a dataset names
-        a task)."""
-        named = {key: gym.task_of(spec.name) for key, spec in (("sft", self.sft), ("grpo", self.grpo))}
-        if not any(named.values()):
-            return
-        problem = gym.package_problem()
-        key, task = next((key, task) for key, task in named.items() if task)
-        require(problem is None, f"{key}.name", f"{gym.PREFIX}{task} {problem}")
-        for key, task in named.items():
-            if task:
-                gym.check_task(task, {}, f"{key}.name")
-        for name, values in self.reasoning_gym.settings.items():
-            gym.check_task(name, values, f"reasoning_gym.settings.{name}")
 
 
 @dataclass

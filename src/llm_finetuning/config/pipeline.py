@@ -13,7 +13,6 @@ from ..schema import (
     ConfigError,
     apply_override,
     build_dataclass,
-    closest,
     merge_onto_defaults,
     option,
     require,
@@ -160,7 +159,6 @@ class PipelineConfig:
                 f"max_prompt_length + max_completion_length = {total} exceeds model.max_seq_length = "
                 f"{self.model.max_seq_length}",
             )
-        _validate_reward_names(self.rewards)
 
     @property
     def tracker_run_name(self) -> str:
@@ -187,7 +185,7 @@ class PipelineConfig:
     def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> PipelineConfig:
         """Load ``path`` (or a shipped config by name: ``tiny``), apply ``section.field=value`` overrides, validate;
         raise ConfigError on any problem."""
-        from ..runtime.resources import config_path, shipped_configs
+        from .resources import config_path, shipped_configs
 
         path = config_path(path)
         if not path.is_file():
@@ -224,17 +222,10 @@ class PipelineConfig:
 
 
 def _trackers(value: str | list[str]) -> list[str]:
-    """``report_to`` as a list of known trackers (``none`` and ``[]``: none)."""
-    from ..reporting.trackers import TRACKERS
-
+    """``report_to`` as a list of tracker names (``none`` and ``[]``: none); which names exist is checked with
+    the trackers (``session/checks.py``)."""
     names = [value] if isinstance(value, str) else list(value)
-    names = [name for name in names if name != "none"]
-    for name in names:
-        if name not in TRACKERS:
-            match = closest(name, TRACKERS)
-            raise ConfigError(f"report_to: unknown tracker {name!r}; " + (f"did you mean {match}?" if match else
-                              f"known: {', '.join(TRACKERS)}"))  # fmt: skip
-    return names
+    return [name for name in names if name != "none"]
 
 
 # What a run keeps in output_dir besides its final adapter: a save there would replace them.
@@ -253,12 +244,3 @@ def _check_save_path(save: Path, output_dir: Path) -> None:
         if save == own or own in save.parents:
             raise ConfigError(f"grpo_training.save_path: resolves to {save}, inside the run's own {folder}/ "
                               "folder; name a folder of its own, e.g. grpo_saved_lora")  # fmt: skip
-
-
-def _validate_reward_names(reward_config: RewardConfig) -> None:
-    from ..rewards import validate_reward_specs  # here: the registry imports the rewards, which import config
-
-    try:
-        validate_reward_specs(reward_config.rewards)
-    except ValueError as exc:
-        raise ConfigError(f"rewards: {exc}") from None

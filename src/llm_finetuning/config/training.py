@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..schema import ConfigError, option, require
+from ..schema import option, require
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 
@@ -149,7 +149,6 @@ class GRPOTrainingConfig:
             "num_generations",
             f"must be >= 2: GRPO compares completions within a group (got {self.num_generations})",
         )
-        _check_generation_batch(self)
         require(
             0 < self.train_validation_split <= 1,
             "train_validation_split",
@@ -182,19 +181,6 @@ class GRPOTrainingConfig:
             f"must be in (0, 1] (got {self.vllm_gpu_memory_utilization})",
         )
         _check_vllm_server(self)
-
-
-def _check_generation_batch(section: GRPOTrainingConfig) -> None:
-    """TRL's generation-batch rules with the number of processes this launch has (WORLD_SIZE; 1 without one)."""
-    from ..errors import PipelineError
-    from ..runtime.distributed import read_launch
-    from .batch_rules import grpo_batch
-
-    try:
-        grpo_batch(section.per_device_train_batch_size, section.gradient_accumulation_steps,
-                   section.num_generations, read_launch().world_size)
-    except PipelineError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def _check_vllm_server(section: GRPOTrainingConfig) -> None:

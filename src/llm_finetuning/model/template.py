@@ -29,8 +29,8 @@ from typing import Any
 import jinja2
 
 from ..config import PromptConfig
+from ..config.resources import packaged
 from ..errors import ModelError
-from ..runtime.resources import packaged
 
 __all__ = ["apply_chat_template_to", "check_tags_written", "render_chat_template", "resolve_template_path"]
 

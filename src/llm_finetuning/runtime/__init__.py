@@ -5,7 +5,6 @@ distributed.py    rank, world size, barriers and turns in a multi-process launch
 environment.py    package versions, CUDA devices, disk and Hub reachability (``llm-finetune check``)
 logging_setup.py  one logger per module, on the console and in ``<output_dir>/training.log``
 run_lock.py       one run per output folder
-resources.py      files the package ships (chat template, example configs), installed or in the checkout
 atomic_io.py      small files written whole or not at all
 
 Nothing here imports the layers above it (model, data, training): they all import it.

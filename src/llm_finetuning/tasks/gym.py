@@ -37,6 +37,8 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from ..config.data import GYM_PREFIX as PREFIX
+from ..config.data import gym_task as task_of
 from ..sandbox import Outcome, Service, Worker
 from ..schema import ConfigError, closest
 
@@ -52,14 +54,8 @@ __all__ = [
     "verify",
 ]
 
-PREFIX = "reasoning_gym:"  # a dataset name "reasoning_gym:<task>" generates the task's problems
 EXTRA_FIX = "uv sync --extra reasoning-gym"
 _SET_BY_US = ("seed", "size")  # every task's config has them; data.reasoning_gym sets them
-
-
-def task_of(name: str) -> str | None:
-    """The task a dataset name generates (``reasoning_gym:<task>``), or ``None`` for other names."""
-    return name[len(PREFIX) :] if name.startswith(PREFIX) else None
 
 
 def package_problem() -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..config import PipelineConfig
 from ..errors import ModelError
 from ..session import Session
+from ..session.checks import check_config
 
 __all__ = ["add_engine_argument", "config_from", "default_adapter", "load_model", "open_session"]
 
@@ -36,7 +37,7 @@ def config_from(args: argparse.Namespace) -> PipelineConfig:
     overrides = list(args.overrides)
     if getattr(args, "engine", None):
         overrides.append(f"evaluation.engine={args.engine}")
-    config = PipelineConfig.from_yaml(args.config, overrides)
+    config = check_config(PipelineConfig.from_yaml(args.config, overrides))
     setup_logging(config.log_level, verbose=getattr(args, "verbose", False))
     use_grader(config.grader)
     return config

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 from ..config import PipelineConfig
 from ..errors import PipelineError, TrainingInterrupted, os_error_code
+from ..session.checks import check_config
 
 DEFAULT_CONFIG = "configs/default_config.yaml"
 
@@ -73,7 +74,7 @@ def resolve_config(args: argparse.Namespace) -> PipelineConfig:
             overrides.append(f"{phase}.max_steps={args.max_steps}")
         if args.learning_rate is not None:
             overrides.append(f"{phase}.learning_rate={args.learning_rate}")
-    return PipelineConfig.from_yaml(args.config, overrides)
+    return check_config(PipelineConfig.from_yaml(args.config, overrides))
 
 
 # How each launcher's command starts; its own options (config file, process count) are the user's to repeat.

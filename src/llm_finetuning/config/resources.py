@@ -16,7 +16,7 @@ from pathlib import Path
 
 __all__ = ["REPOSITORY", "config_path", "packaged", "shipped_configs"]
 
-REPOSITORY = Path(__file__).resolve().parents[3]  # src/llm_finetuning/runtime/ -> the checkout, in development
+REPOSITORY = Path(__file__).resolve().parents[3]  # src/llm_finetuning/config/ -> the checkout, in development
 
 
 def packaged(relative: str | Path) -> Path | None:

@@ -1,0 +1,79 @@
+"""What a config asks of the layers above it, checked before any model loads: the config package knows its own
+fields only (it is the ground floor), so the names it refers to are checked against their owners here.
+
+- ``report_to``: trackers transformers knows (``reporting/trackers.py``);
+- ``rewards``: names, weights and parameters the reward registry accepts (``rewards/registry.py``);
+- reasoning-gym tasks a dataset names and every task's settings (``tasks/gym.py``), with the closest valid name;
+- GRPO's generation batch against TRL's rules with the processes this launch has (``config/batch_rules.py``).
+
+``pipeline.run`` and every tool (``tools/common.config_from``) call ``check_config`` first; each problem is a
+one-line ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+from ..config import PipelineConfig
+from ..config.batch_rules import grpo_batch
+from ..config.data import DataConfig
+from ..errors import PipelineError
+from ..schema import ConfigError, closest, require
+
+__all__ = ["check_config"]
+
+
+def check_config(config: PipelineConfig) -> PipelineConfig:
+    """``config``, once the names it refers to exist and its GRPO batch suits this launch (else a ConfigError)."""
+    _check_trackers(config.report_to)
+    _check_rewards(config)
+    _check_tasks(config.data)
+    _check_generation_batch(config)
+    return config
+
+
+def _check_trackers(names: list[str]) -> None:
+    from ..reporting.trackers import TRACKERS
+
+    for name in names:
+        if name not in TRACKERS:
+            match = closest(name, TRACKERS)
+            raise ConfigError(f"report_to: unknown tracker {name!r}; " + (f"did you mean {match}?" if match else
+                              f"known: {', '.join(TRACKERS)}"))  # fmt: skip
+
+
+def _check_rewards(config: PipelineConfig) -> None:
+    from ..rewards import validate_reward_specs
+
+    try:
+        validate_reward_specs(config.rewards.rewards)
+    except ValueError as exc:
+        raise ConfigError(f"rewards: {exc}") from None
+
+
+def _check_tasks(data: DataConfig) -> None:
+    """The reasoning-gym tasks the datasets name, and every task's settings (reasoning-gym is imported only when
+    a dataset names a task)."""
+    from ..tasks import gym
+
+    named = {key: gym.task_of(spec.name) for key, spec in (("sft", data.sft), ("grpo", data.grpo))}
+    if not any(named.values()):
+        return
+    problem = gym.package_problem()
+    key, task = next((key, task) for key, task in named.items() if task)
+    require(problem is None, f"data.{key}.name", f"{gym.PREFIX}{task} {problem}")
+    for key, task in named.items():
+        if task:
+            gym.check_task(task, {}, f"data.{key}.name")
+    for name, values in data.reasoning_gym.settings.items():
+        gym.check_task(name, values, f"data.reasoning_gym.settings.{name}")
+
+
+def _check_generation_batch(config: PipelineConfig) -> None:
+    """TRL's generation-batch rules with the number of processes this launch has (WORLD_SIZE; 1 without one)."""
+    from ..runtime.distributed import read_launch
+
+    section = config.grpo_training
+    try:
+        grpo_batch(section.per_device_train_batch_size, section.gradient_accumulation_steps,
+                   section.num_generations, read_launch().world_size)
+    except PipelineError as exc:
+        raise ConfigError(str(exc)) from None
