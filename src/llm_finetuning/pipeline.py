@@ -36,7 +36,7 @@ from .grading import use_grader
 from .model import Backend, ModelManager
 from .model.adapters import check_replaceable
 from .model.card import CARD_FILE, model_card
-from .model.hardware import free_memory, on_cuda
+from .model.hardware import free_memory
 from .reporting.report import write_report
 from .reporting.run_outputs import RunRecorder, format_table
 from .reporting.trackers import Trackers
@@ -230,7 +230,7 @@ class Run:
         grpo_now = not options.skip_grpo and not (options.resume and state.is_done("grpo"))
         self.load_model()  # 1. the model (a builtin demo model is built first)
         self.prepare_grpo_data()  # 2. GRPO data and the held-out problems every evaluation uses
-        if on_cuda() if options.preflight is None else options.preflight:
+        if self.plan.cuda if options.preflight is None else options.preflight:
             self.preflight(sft_now, grpo_now)  # 2'. one worst-case step per phase: an OOM now, not hours in
         if sft_now:
             if self.config.evaluation.eval_before_sft:

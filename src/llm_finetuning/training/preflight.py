@@ -31,7 +31,7 @@ from ..config import PipelineConfig
 from ..data import GRPOData
 from ..errors import PipelineError
 from ..model import ModelManager
-from ..model.hardware import free_memory, on_cuda
+from ..model.hardware import free_memory
 from ..session.plan import RunPlan
 from ..vllm_engine import EngineOwner
 from . import trl_compat
@@ -83,11 +83,11 @@ def run_preflight(config: PipelineConfig, plan: RunPlan, manager: ModelManager, 
                   reward_weights: list[float]) -> list[PreflightStep]:  # fmt: skip
     """One SFT step and/or one GRPO step on the worst case; a ``PipelineError`` naming what to lower on OOM."""
     steps = []
-    with _restored_random_state(), _scratch(Path(config.output_dir) / ".preflight") as scratch:
+    with _restored_random_state(plan.cuda), _scratch(Path(config.output_dir) / ".preflight") as scratch:
         if sft_data is not None:
-            steps.append(_probe("sft", config, lambda: _sft_probe(config, plan, manager, sft_data, scratch)))
+            steps.append(_probe("sft", config, plan.cuda, lambda: _sft_probe(config, plan, manager, sft_data, scratch)))
         if grpo_data is not None:
-            steps.append(_probe("grpo", config, lambda: _grpo_probe(config, plan, manager, engines, grpo_data,
+            steps.append(_probe("grpo", config, plan.cuda, lambda: _grpo_probe(config, plan, manager, engines, grpo_data,
                                                                    reward_funcs, reward_weights, scratch)))  # fmt: skip
     for step in steps:
         peak = f", peak {step.peak_gib:.1f} GiB" if step.peak_gib is not None else ""
@@ -137,27 +137,27 @@ def _train_once(phase: Any) -> dict[str, float]:
         free_memory()
 
 
-def _probe(name: str, config: PipelineConfig, body: Any) -> PreflightStep:
-    if on_cuda():
+def _probe(name: str, config: PipelineConfig, cuda: bool, body: Any) -> PreflightStep:
+    if cuda:
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
     try:
         rows, longest, logged = body()
     except torch.OutOfMemoryError:
         free_memory()
-        raise PipelineError(_out_of_memory(name, config)) from None
-    peak = torch.cuda.max_memory_allocated() / 1024**3 if on_cuda() else None
+        raise PipelineError(_out_of_memory(name, config, cuda)) from None
+    peak = torch.cuda.max_memory_allocated() / 1024**3 if cuda else None
     return PreflightStep(name, rows, longest, round(time.perf_counter() - started, 2), peak, logged)
 
 
-def _out_of_memory(phase: str, config: PipelineConfig) -> str:
+def _out_of_memory(phase: str, config: PipelineConfig, cuda: bool) -> str:
     """One line: where it ran out, and the first setting to change (from the memory estimate when it has one)."""
     from ..model.memory import estimate_memory
 
     what = "the longest SFT examples" if phase == "sft" else "the longest prompts with full-length completions"
     suggestion = None
     with contextlib.suppress(PipelineError):
-        total = torch.cuda.get_device_properties(0).total_memory if on_cuda() else 0
+        total = torch.cuda.get_device_properties(0).total_memory if cuda else 0
         suggestion = estimate_memory(config, total).suggestion if total else None
     section = "sft_training" if phase == "sft" else "grpo_training"
     fallback = (f"--set {section}.per_device_train_batch_size (raise gradient_accumulation_steps to keep the batch), "
@@ -167,18 +167,18 @@ def _out_of_memory(phase: str, config: PipelineConfig) -> str:
 
 
 @contextlib.contextmanager
-def _restored_random_state() -> Iterator[None]:
+def _restored_random_state(cuda: bool) -> Iterator[None]:
     """Every generator the trainers seed or draw from, as it was (the real run then trains as without us)."""
     python, numpy_state, cpu = random.getstate(), np.random.get_state(), torch.get_rng_state()
-    cuda = torch.cuda.get_rng_state_all() if on_cuda() else None
+    cuda_states = torch.cuda.get_rng_state_all() if cuda else None
     try:
         yield
     finally:
         random.setstate(python)
         np.random.set_state(numpy_state)
         torch.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
 
 
 @contextlib.contextmanager
