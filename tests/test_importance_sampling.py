@@ -1,5 +1,5 @@
 """GRPO's importance-sampling correction follows one rule on every rollout engine: on only where the engine
-reports the trainer's own distribution (``vllm_engine/logprobs.py``).
+reports the trainer's own distribution (``rollout/importance.py``).
 
 With a sampling filter (the default ``min_p: 0.1``) vLLM's processed log-probs are the filtered distribution's,
 larger than the trainer's by the dropped mass on every token; TRL's default sequence-level correction then
@@ -16,9 +16,9 @@ import torch
 
 from llm_finetuning.config import ConfigError, PipelineConfig
 from llm_finetuning.model import get_backend
+from llm_finetuning.rollout import ROLLOUTS, importance_sampling
 from llm_finetuning.session.plan import RunPlan
 from llm_finetuning.training.arguments import check_trainer_settings, grpo_arguments
-from llm_finetuning.vllm_engine import importance_sampling
 
 DEFAULT = []  # min_p 0.1 at temperature 1
 NO_FILTER = ["vllm_sampling.min_p=0.0"]
@@ -48,13 +48,14 @@ def config(*overrides: str) -> PipelineConfig:
 def test_the_correction_is_on_only_where_the_engine_reports_the_trainers_distribution(
     rollouts, overrides, correction, engine_logprobs
 ):
-    decision = importance_sampling(config(*overrides), rollouts)
+    decision = importance_sampling(config(*overrides), ROLLOUTS[rollouts])
     assert (decision.correction, decision.engine_logprobs) == (correction, engine_logprobs)
     assert decision.reason.startswith("on: " if correction else ("off: " if rollouts != "generate" else "GRPO"))
 
 
 def test_turned_off_by_the_config_it_stays_off_with_the_engine_still_told_its_mode():
-    decision = importance_sampling(config("grpo_training.vllm_importance_sampling_correction=false"), "trl_colocate")
+    decision = importance_sampling(config("grpo_training.vllm_importance_sampling_correction=false"),
+                                   ROLLOUTS["trl_colocate"])
     assert (decision.correction, decision.engine_logprobs, decision.reason) == (False, "raw_logprobs",
                                                                               "off, as configured")
 
@@ -64,7 +65,7 @@ def test_turned_off_by_the_config_it_stays_off_with_the_engine_still_told_its_mo
 def test_asking_for_the_correction_where_it_would_zero_every_completion_is_one_line_error(rollouts, overrides):
     asked = config(*overrides, "grpo_training.vllm_importance_sampling_correction=true")
     with pytest.raises(ConfigError) as info:
-        importance_sampling(asked, rollouts)
+        importance_sampling(asked, ROLLOUTS[rollouts])
     message = str(info.value)
     assert message.startswith("grpo_training.vllm_importance_sampling_correction: true, but ")
     assert "vllm_sampling.min_p: 0" in message and "\n" not in message

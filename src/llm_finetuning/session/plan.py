@@ -2,7 +2,7 @@
 
 The backend (``model.backends.choose_backend``), the training precision (``model/hardware.py``), what GRPO's
 rollouts generate with (``Backend.choose_rollouts``), whether the importance-sampling correction is on
-(``vllm_engine/logprobs.py``) and what the KL term anchors to: resolved when the run starts; once the model is
+(``rollout/importance.py``) and what the KL term anchors to: resolved when the run starts; once the model is
 loaded, whether SFT's and GRPO's passes compute shared tokens once (``training/shared_prompt.py``, which depends
 on the model's attention). Recorded in ``summary.json`` and handed to everything that acts on them (the phases,
 the trainer arguments, the preflight, the evaluation engine's choice), so that none of them asks again and the
@@ -25,7 +25,7 @@ from ..config import PipelineConfig
 from ..model import Backend
 from ..model.backend import Rollouts
 from ..model.hardware import on_cuda, precision_record
-from ..vllm_engine import ImportanceSampling, importance_sampling
+from ..rollout import ROLLOUTS, ImportanceSampling, RolloutKind, importance_sampling
 
 __all__ = ["RunPlan", "SharedTokens", "reference_record", "shared_tokens"]
 
@@ -51,7 +51,7 @@ class RunPlan:
         """The decisions for ``config`` on this machine with ``backend``; a ConfigError where the config asks for
         what cannot work here (an importance-sampling correction no engine mode can give)."""
         rollouts, why = backend.choose_rollouts(config)
-        return cls(backend, rollouts, why, importance_sampling(config, rollouts), precision_record(config.model),
+        return cls(backend, rollouts, why, importance_sampling(config, ROLLOUTS[rollouts]), precision_record(config.model),
                    reference_record(config), on_cuda())  # fmt: skip
 
     def with_model(self, config: PipelineConfig, model: Any) -> RunPlan:
@@ -71,24 +71,29 @@ class RunPlan:
         return decision.on
 
     @property
+    def rollout(self) -> RolloutKind:
+        """What the rollouts' kind implies (``rollout/kinds.py``)."""
+        return ROLLOUTS[self.rollouts]
+
+    @property
     def uses_vllm(self) -> bool:
         """GRPO's rollouts come from a vLLM engine (any kind), not ``model.generate``."""
-        return self.rollouts != "generate"
+        return self.rollout.uses_vllm
 
     @property
     def trl_engine(self) -> bool:
         """TRL starts a vLLM engine in this process for the rollouts (evaluation shares it)."""
-        return self.rollouts == "trl_colocate"
+        return self.rollout.trl_engine
 
     @property
     def trl_server(self) -> bool:
         """The rollouts come from a ``trl vllm-serve`` server (checked before the model loads)."""
-        return self.rollouts == "trl_server"
+        return self.rollout.trl_server
 
     @property
     def trl_loss(self) -> bool:
         """TRL's own GRPO loss trains on vLLM rollouts (Unsloth's compiled trainer has a loss of its own)."""
-        return self.rollouts in ("trl_colocate", "trl_server")
+        return self.rollout.trl_loss
 
     def record(self) -> dict[str, Any]:
         """The decisions as ``summary.json`` records them."""

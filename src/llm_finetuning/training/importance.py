@@ -1,6 +1,6 @@
 """GRPO's importance-sampling correction computed in the loss pass, without TRL's extra forward pass.
 
-Whether the correction is on is the rule of ``vllm_engine/logprobs.py``. TRL computes it against the trainer's
+Whether the correction is on is the rule of ``rollout/importance.py``. TRL computes it against the trainer's
 "old" log-probs of each generated batch, which it gets from a no-grad forward pass over the whole batch right
 after generating. When each generated batch trains exactly one optimizer step (``num_iterations`` 1, generation
 aligned with gradient accumulation), the weights do not move between that pass and the loss, so the old

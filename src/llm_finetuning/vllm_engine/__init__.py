@@ -10,12 +10,12 @@ the trained weights, and how it is torn down.
 
 One rule for ownership: every engine in this process belongs to the run's (or the tool's) ``EngineOwner``,
 which holds at most one and shuts it down at the end; an engine of ours lives for one evaluation outside GRPO.
-``logprobs.py`` decides what an engine reports for GRPO's importance-sampling correction.
+What an engine reports for GRPO's importance-sampling correction is decided with the rollouts
+(``rollout/importance.py``).
 
 Importing this package is cheap: vllm and trl are imported when an engine starts.
 """
 
-from .logprobs import ImportanceSampling, importance_sampling
 from .owner import EngineOwner, RunningEngine
 
-__all__ = ["EngineOwner", "ImportanceSampling", "RunningEngine", "importance_sampling"]
+__all__ = ["EngineOwner", "RunningEngine"]

@@ -4,7 +4,7 @@ TRL's GRPOTrainer starts a vLLM engine in this process when it is built and push
 before each generation. Around that, and nowhere inside TRL on a GPU:
 
 - ``trl_engine_start``: the owner's engine makes way first (never two engines on one device); TRL's engine is
-  started with the log-prob mode the importance-sampling rule chose (``logprobs.py``: TRL hard-codes processed
+  started with the log-prob mode the importance-sampling rule chose (``rollout/importance.py``: TRL hard-codes processed
   log-probs, which under a sampling filter stop GRPO learning), in the training weights' dtype (TRL passes
   none, and vLLM would take the checkpoint's) and, on a CPU, eager as ours is (left to vLLM it
   compiles the model first: 84 s against 5 s to start SmolLM2-135M in bf16, for 561 against 462 tokens/s, which

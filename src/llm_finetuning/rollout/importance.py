@@ -24,7 +24,8 @@ The rule: the correction is on only where the engine reports the trainer's own d
 true where the rule says off is refused with the settings to change. The filters themselves are not
 corrected for on any path, as on ``model.generate``: they are part of how completions are sampled.
 
-    >>> decision = importance_sampling(PipelineConfig(), "trl_colocate")    # min_p 0.1 at temperature 1
+    >>> from llm_finetuning.rollout import ROLLOUTS
+    >>> decision = importance_sampling(PipelineConfig(), ROLLOUTS["trl_colocate"])  # min_p 0.1 at temperature 1
     >>> decision.correction, decision.engine_logprobs
     (True, 'raw_logprobs')
 """
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import ConfigError, PipelineConfig
+from .kinds import RolloutKind
 
 __all__ = ["ImportanceSampling", "importance_sampling"]
 
@@ -51,18 +53,18 @@ class ImportanceSampling:
         return {"correction": self.correction, "engine_logprobs": self.engine_logprobs, "reason": self.reason}
 
 
-def importance_sampling(config: PipelineConfig, rollouts: str) -> ImportanceSampling:
-    """The rule above for ``rollouts`` (``Backend.rollouts``); a ConfigError for a correction asked for where
-    the engine cannot report the trainer's distribution."""
+def importance_sampling(config: PipelineConfig, rollouts: RolloutKind) -> ImportanceSampling:
+    """The rule above for ``rollouts`` (the kind ``Backend.rollouts`` names); a ConfigError for a correction
+    asked for where the engine cannot report the trainer's distribution."""
     asked = config.grpo_training.vllm_importance_sampling_correction
-    if rollouts == "generate":
-        return ImportanceSampling(False, None, "GRPO generates with model.generate: no engine to correct for")
+    if not rollouts.uses_vllm:
+        return ImportanceSampling(False, None, f"GRPO generates with {rollouts.engine}: no engine to correct for")
     filters = _filters(config)
     temperature = config.vllm_sampling.temperature
     if not filters:
         mode = "processed_logprobs"
         reason = "vLLM's processed log-probs (temperature applied, no sampling filter) are the trainer's"
-    elif rollouts == "trl_colocate" and temperature == 1.0:
+    elif rollouts.sets_logprob_mode and temperature == 1.0:
         mode = "raw_logprobs"
         reason = f"with {filters} at temperature 1, vLLM's raw log-probs are the trainer's"
     else:
@@ -74,7 +76,7 @@ def importance_sampling(config: PipelineConfig, rollouts: str) -> ImportanceSamp
                 "top_k: -1, top_p: 1.0)"
             )
         return ImportanceSampling(False, None, f"off: {why}")
-    engine_mode = mode if rollouts == "trl_colocate" else None
+    engine_mode = mode if rollouts.sets_logprob_mode else None
     if asked is False:
         return ImportanceSampling(False, engine_mode, "off, as configured")
     return ImportanceSampling(True, engine_mode, f"on: {reason}")
@@ -89,9 +91,8 @@ def _filters(config: PipelineConfig) -> str:
     return ", ".join(name for name in named if name)
 
 
-def _why_not(rollouts: str, filters: str, temperature: float) -> str:
-    if rollouts == "trl_colocate":
+def _why_not(rollouts: RolloutKind, filters: str, temperature: float) -> str:
+    if rollouts.sets_logprob_mode:
         return (f"with {filters} at temperature {temperature:g} no vLLM log-prob mode reports the trainer's "
                 "distribution (raw log-probs are before temperature)")  # fmt: skip
-    engine = "the model's own engine (Unsloth's)" if rollouts == "model_engine" else "the vLLM server"
-    return f"{engine} reports log-probs after its sampling filters ({filters}), not the trainer's distribution"
+    return f"{rollouts.engine} reports log-probs after its sampling filters ({filters}), not the trainer's distribution"
