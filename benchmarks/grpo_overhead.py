@@ -75,10 +75,11 @@ def time_ours(config, manager, data, funcs, weights, output_dir: Path) -> list[f
 def time_bare(config, manager, data, funcs, weights, output_dir: Path) -> list[float]:
     from trl import GRPOConfig, GRPOTrainer
 
+    from llm_finetuning.model.hardware import on_cuda
     from llm_finetuning.training import trl_compat
     from llm_finetuning.training.arguments import grpo_arguments
 
-    trl_compat.install()
+    trl_compat.install(cuda=on_cuda())
     timer = StepTimer()
     from llm_finetuning.session.plan import RunPlan
 

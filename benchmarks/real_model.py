@@ -174,11 +174,12 @@ def sft_trl_defaults(config, steps: int, output: Path, times: StepTimes) -> dict
     from trl import SFTConfig, SFTTrainer
 
     from llm_finetuning.data import load_sft_data
+    from llm_finetuning.model.hardware import on_cuda
     from llm_finetuning.model.sources import base_model_path
     from llm_finetuning.model.template import apply_chat_template_to
     from llm_finetuning.training import trl_compat
 
-    trl_compat.install()  # TRL's fused LM head needs it without a GPU; it does not change the arithmetic
+    trl_compat.install(cuda=on_cuda())  # TRL's fused LM head needs it without a GPU; the arithmetic is the same
     base = base_model_path(config)
     tokenizer = apply_chat_template_to(AutoTokenizer.from_pretrained(base), config.prompt)
     lora, sft = config.model.lora, config.sft_training
@@ -271,9 +272,10 @@ def grpo_trl_defaults(
 ):
     from trl import GRPOConfig, GRPOTrainer
 
+    from llm_finetuning.model.hardware import on_cuda
     from llm_finetuning.training import trl_compat
 
-    trl_compat.install()  # TRL's fused LM head needs it without a GPU; it does not change the arithmetic
+    trl_compat.install(cuda=on_cuda())  # TRL's fused LM head needs it without a GPU; the arithmetic is the same
     model, tokenizer = trl_defaults_model(adapter)
     grpo, sampling = config.grpo_training, config.vllm_sampling
     args = GRPOConfig(

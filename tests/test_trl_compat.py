@@ -52,10 +52,8 @@ def test_install_patches_trl_on_cpu_and_leaves_it_alone_on_cuda(monkeypatch):
     import trl.trainer.utils as trl_utils
 
     monkeypatch.setattr(trl_utils, "_ChunkedLogProbFunction", "trl's kernel")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert install() is False and trl_utils._ChunkedLogProbFunction == "trl's kernel"
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert install() is True and trl_utils._ChunkedLogProbFunction is TorchChunkedLogProb
+    assert install(cuda=True) is False and trl_utils._ChunkedLogProbFunction == "trl's kernel"
+    assert install(cuda=False) is True and trl_utils._ChunkedLogProbFunction is TorchChunkedLogProb
 
 
 @pytest.mark.parametrize(("temperature", "softcap", "scale"), [(1.0, None, 1.0), (0.7, 30.0, 0.5)])

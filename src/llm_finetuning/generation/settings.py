@@ -94,7 +94,8 @@ def seeded_draws(sampling: SamplingSettings) -> Iterator[None]:
         return
     import torch
 
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devices):
+    from ..model.hardware import cuda_devices
+
+    with torch.random.fork_rng(devices=cuda_devices()):
         torch.manual_seed(sampling.seed)
         yield

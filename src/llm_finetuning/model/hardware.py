@@ -23,6 +23,7 @@ import gc
 import importlib.metadata
 import importlib.util
 import logging
+import os
 from typing import Any
 
 import torch
@@ -110,6 +111,31 @@ def vllm_pays_off(parameters: int | None) -> tuple[bool, str]:
     return True, f"on a CPU vLLM generates 4x faster than model.generate for {size}"
 
 
+def cuda_devices() -> list[int]:
+    """The CUDA device whose random generator a ``torch.random.fork_rng`` must save too ([] on a CPU)."""
+    return [torch.cuda.current_device()] if on_cuda() else []
+
+
+CPU_KV_CACHE_GIB = "1"  # vLLM's CPU build sizes its KV cache from VLLM_CPU_KVCACHE_SPACE (GiB); unset = a share of RAM
+
+
+def size_cpu_kv_cache() -> None:
+    """Before a vLLM engine starts on a CPU: its KV cache sized ``CPU_KV_CACHE_GIB`` unless the user has."""
+    if not on_cuda():
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
+
+
+def vllm_device_arguments(sleep_mode: bool) -> dict[str, bool]:
+    """``vllm.LLM`` keywords that depend on the device (``sleep_mode``: asked for by the config)."""
+    return {
+        "enable_sleep_mode": sleep_mode and on_cuda(),
+        "enforce_eager": not on_cuda(),  # compiling on a CPU takes longer than the generation it speeds up
+        # vLLM's CPU build cannot rewind a seeded request's generator after a partial (chunked) prefill
+        # ("CPU Generator does not use offset"): prompts are prefilled whole there
+        "enable_chunked_prefill": on_cuda(),
+    }
+
+
 def gradient_checkpointing(model_config: ModelConfig) -> bool:
     """Whether activations are checkpointed: as configured on a CUDA GPU, never on a CPU."""
     return model_config.gradient_checkpointing and on_cuda()
@@ -167,12 +193,17 @@ def _installed_version(distribution: str) -> str | None:
         return None
 
 
+def empty_cuda_cache() -> None:
+    """Give cached CUDA memory back (nothing on a CPU)."""
+    if on_cuda():
+        torch.cuda.empty_cache()
+
+
 def free_memory() -> None:
     """Collect garbage, give cached CUDA memory back (vLLM needs it for its KV cache) and the C heap's free pages
     to the system (``trim_heap``)."""
     gc.collect()
-    if on_cuda():
-        torch.cuda.empty_cache()
+    empty_cuda_cache()
     trim_heap()
 
 

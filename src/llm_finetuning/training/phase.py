@@ -66,7 +66,7 @@ class TrainingPhase(ABC):
 
     def run(self, resume: bool = False, run_id: str | None = None) -> PhaseResult:
         """Train; with ``resume``, from the newest complete checkpoint of the run ``run_id``."""
-        trl_compat.install()
+        trl_compat.install(self.plan.cuda)
         trainer = self.build_trainer()
         self.manager.backend.check_trainer(trainer)
         settings = trainer_settings(trainer, self.settings_names, self.passed_through)

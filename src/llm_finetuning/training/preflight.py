@@ -124,7 +124,7 @@ def _grpo_probe(config: PipelineConfig, plan: RunPlan, manager: ModelManager, en
 
 
 def _train_once(phase: Any) -> dict[str, float]:
-    trl_compat.install()
+    trl_compat.install(phase.plan.cuda)
     trainer = phase.build_trainer()
     TrainingProgress.take_over(trainer)  # a probe step prints no bar and no log line
     try:

@@ -8,7 +8,7 @@ we do the same, narrowly: when CUDA is unavailable, TRL's module-level reference
 ``TorchChunkedLogProb``, which computes the same five outputs with plain PyTorch (and autograd for the
 backward). On a GPU nothing is patched and TRL's kernel runs.
 
-``install()`` is idempotent and called by the training phases before a trainer is built.
+``install(cuda)`` is idempotent and called by the training phases before a trainer is built.
 """
 
 from __future__ import annotations
@@ -143,9 +143,10 @@ class _RecomputedLogProbs(torch.autograd.Function):
                 None if grad_bias is None else grad_bias.to(bias.dtype), None, None, None)  # fmt: skip
 
 
-def install() -> bool:
-    """Patch TRL's fused LM head for CPU-only machines; return True when the fallback is active."""
-    if torch.cuda.is_available():
+def install(cuda: bool) -> bool:
+    """Patch TRL's fused LM head where the run trains on a CPU (``RunPlan.cuda`` false); return True when the
+    fallback is active."""
+    if cuda:
         return False
     import trl.trainer.utils as trl_utils
 

@@ -29,16 +29,22 @@ import torch
 
 from ..config import PipelineConfig
 from ..errors import ModelError
-from ..model.hardware import free_memory, on_cuda, resolve_dtype
+from ..model.hardware import (
+    cuda_devices,
+    free_memory,
+    on_cuda,
+    resolve_dtype,
+    size_cpu_kv_cache,
+    vllm_device_arguments,
+)
 from ..runtime.logging_setup import console_stream, libraries_verbose, log_file, set_console_stream
 from .weights import forget_reload_state
 
-__all__ = ["CPU_KV_CACHE_GIB", "engine_arguments", "native_output_to_log", "preserved_process_state", "shut_down",
+__all__ = ["engine_arguments", "native_output_to_log", "preserved_process_state", "shut_down",
            "single_process_launch", "start_engine", "stdout_with_a_descriptor"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
-CPU_KV_CACHE_GIB = "1"  # vLLM's CPU build sizes its KV cache from VLLM_CPU_KVCACHE_SPACE (GiB); unset = a share of RAM
 _LAUNCH_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -50,14 +56,10 @@ def engine_arguments(config: PipelineConfig, model_path: str) -> dict[str, Any]:
         "dtype": dtype,
         "max_model_len": config.model.max_seq_length,
         "gpu_memory_utilization": config.grpo_training.vllm_gpu_memory_utilization,
-        "enable_sleep_mode": config.grpo_training.vllm_enable_sleep_mode and on_cuda(),
         "distributed_executor_backend": "external_launcher",  # in this process: weights are pushed in memory
         "seed": config.seed,
         "max_num_batched_tokens": 4096,  # TRL's choice: vLLM's profiler misjudges memory at its default
-        "enforce_eager": not on_cuda(),  # compiling on a CPU takes longer than the generation it speeds up
-        # vLLM's CPU build cannot rewind a seeded request's generator after a partial (chunked) prefill
-        # ("CPU Generator does not use offset"): prompts are prefilled whole there
-        "enable_chunked_prefill": on_cuda(),
+        **vllm_device_arguments(config.grpo_training.vllm_enable_sleep_mode),  # eager, chunked prefill, sleep
         "use_tqdm_on_load": libraries_verbose(),  # its weight-loading bar is for --verbose
     }
 
@@ -68,7 +70,7 @@ def start_engine(config: PipelineConfig, model_path: str) -> Any:
 
     if not on_cuda():
         check_cpu_head_size(model_path)
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
+    size_cpu_kv_cache()
     started = time.perf_counter()
     with single_process_launch(), preserved_process_state(), stdout_with_a_descriptor(), native_output_to_log():
         llm = LLM(**engine_arguments(config, model_path))
@@ -176,7 +178,7 @@ def preserved_process_state() -> Iterator[None]:
     """vLLM's worker reseeds every random generator and replaces ``torch.set_num_threads``: undo both."""
     set_num_threads, python_state = torch.set_num_threads, random.getstate()
     numpy_state = _numpy_state()
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    devices = cuda_devices()
     try:
         with torch.random.fork_rng(devices=devices):
             yield

@@ -25,7 +25,6 @@ before each generation. Around that, and nowhere inside TRL on a GPU:
 from __future__ import annotations
 
 import functools
-import os
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,10 +32,10 @@ from typing import Any
 
 import torch
 
-from ..model.hardware import on_cuda, resolve_dtype
+from ..model.hardware import empty_cuda_cache, resolve_dtype, size_cpu_kv_cache, vllm_device_arguments
 from ..runtime.logging_setup import libraries_verbose
 from .owner import EngineOwner
-from .start import CPU_KV_CACHE_GIB, native_output_to_log, single_process_launch, stdout_with_a_descriptor
+from .start import native_output_to_log, single_process_launch, stdout_with_a_descriptor
 from .weights import model_weights, push_weights
 
 __all__ = ["EVALUATION_SEQS", "adopt", "trl_engine_start"]
@@ -53,8 +52,7 @@ def trl_engine_start(owner: EngineOwner, logprobs_mode: str | None) -> Iterator[
 
     owner.shutdown()
     process_group_existed = torch.distributed.is_available() and torch.distributed.is_initialized()
-    if not on_cuda():
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
+    size_cpu_kv_cache()
     set_num_threads, trl_llm = torch.set_num_threads, trl_generation.LLM  # vLLM's CPU worker replaces the first
     # TRL passes no dtype, so vLLM would take the checkpoint's (fp32 for a converted GGUF: twice the weights'
     # memory, and on SmolLM2 256 against 462 tokens/s at large batches; at GRPO's 32 completions within noise):
@@ -62,7 +60,7 @@ def trl_engine_start(owner: EngineOwner, logprobs_mode: str | None) -> Iterator[
     overrides: dict[str, Any] = {"dtype": str(resolve_dtype(owner.config.model)).removeprefix("torch.")}
     if logprobs_mode is not None:
         overrides["logprobs_mode"] = logprobs_mode
-    if not on_cuda():
+    if vllm_device_arguments(sleep_mode=False)["enforce_eager"]:  # TRL's own choice elsewhere
         overrides["enforce_eager"] = True
     overrides["use_tqdm_on_load"] = libraries_verbose()  # its weight-loading bar is for --verbose
     trl_generation.LLM = functools.partial(_llm_with, trl_llm, overrides)
@@ -98,8 +96,7 @@ def _sync_folded(generation: Any) -> None:
     """TRL's ``VLLMGeneration.sync_weights`` for a colocated engine the run owns: ``model_weights``, all of them
     the first time and whenever sleep mode discarded them, else only those training changes."""
     if generation.enable_sleep_mode:  # as TRL does: map the weights' memory back before loading into it
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        empty_cuda_cache()
         generation.llm.wake_up(tags=["weights"])
         generation._llm_weights_sleeping = False
     changing_only = getattr(generation, "_pushed_before", False) and not generation.enable_sleep_mode
