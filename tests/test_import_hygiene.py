@@ -182,12 +182,10 @@ def test_backend_differences_are_asked_of_the_backend_object_not_its_name():
     assert found == []
 
 
-def test_the_rollout_kind_is_compared_only_where_it_is_decided():
-    """What GRPO generates with is decided once (``RunPlan``, from the backend's choice); everything else asks the
-    plan (``plan.uses_vllm``, ``plan.trl_engine``...), never compares the kind's name."""
+def test_no_rollout_kind_is_compared_by_name():
+    """What GRPO generates with is chosen once (the backend's ``choose_rollouts``, held by the ``RunPlan``); what a
+    kind implies is an attribute of its ``RolloutKind`` (``rollout/kinds.py``): nothing compares the kind's name."""
     comparison = re.compile(r"""[!=]=\s*['"](generate|model_engine|trl_colocate|trl_server)['"]|rollouts in \(""")
-    deciders = {"model/hf_backend.py", "model/unsloth_backend.py"}  # the backends choose; rollout/kinds.py says
     found = [f"{path.relative_to(SRC / 'llm_finetuning')}:{number}" for path in (SRC / "llm_finetuning").rglob("*.py")
-             for number, line in enumerate(path.read_text().splitlines(), 1)
-             if comparison.search(line) and str(path.relative_to(SRC / "llm_finetuning")) not in deciders]  # fmt: skip
+             for number, line in enumerate(path.read_text().splitlines(), 1) if comparison.search(line)]  # fmt: skip
     assert found == []

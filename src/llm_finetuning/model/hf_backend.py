@@ -23,6 +23,7 @@ import torch
 
 from ..config import ModelConfig, PipelineConfig
 from ..errors import ModelError
+from ..rollout import ROLLOUTS
 from .backend import Backend, Rollouts
 from .hardware import gradient_checkpointing, resolve_dtype, vllm_pays_off, vllm_problem
 from .shape import parameter_count
@@ -188,7 +189,7 @@ class HFBackend(Backend):
         return ("trl_server" if section.vllm_mode == "server" else "trl_colocate"), reason
 
     def rollout_arguments(self, config: PipelineConfig) -> dict[str, Any]:
-        if self.rollouts(config) == "generate":
+        if not ROLLOUTS[self.rollouts(config)].uses_vllm:
             return {}
         return {  # a second full copy of the weights beside the training model: not Unsloth's shared-weight share
             "vllm_gpu_memory_utilization": config.grpo_training.vllm_gpu_memory_utilization,
