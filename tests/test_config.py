@@ -89,6 +89,21 @@ def test_bad_config_names_the_key(raw, message):
     assert "\n" not in str(error.value)
 
 
+def test_the_run_and_the_commands_check_the_names_a_config_refers_to(tmp_path):
+    """The config package knows its own fields only; ``pipeline.run`` and the command line check what the names
+    refer to before anything is written or loaded."""
+    from llm_finetuning.pipeline import run
+    from llm_finetuning.tools.train import main
+
+    unknown = {"output_dir": str(tmp_path / "run"), "rewards": {"rewards": [{"name": "check_answers"}]}}
+    config = PipelineConfig.from_dict(unknown)  # the fields themselves are fine
+    with pytest.raises(ConfigError, match="unknown reward 'check_answers'"):
+        run(config)
+    assert not (tmp_path / "run").exists()
+    assert main(["--config", "tiny", "--set", f"output_dir={tmp_path / 'cli'}", "--set", "report_to=wandbb"]) == 2
+    assert not (tmp_path / "cli").exists()
+
+
 def test_train_validation_split_of_one_is_allowed():
     assert PipelineConfig.from_dict({"grpo_training": {"train_validation_split": 1.0}})
 
