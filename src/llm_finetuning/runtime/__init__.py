@@ -6,6 +6,7 @@ environment.py    package versions, CUDA devices, disk and Hub reachability (``l
 logging_setup.py  one logger per module, on the console and in ``<output_dir>/training.log``
 run_lock.py       one run per output folder
 atomic_io.py      small files written whole or not at all
+trl_patches.py    every internal of TRL the project replaces, with the TRL version it was written for
 
 Nothing here imports the layers above it (model, data, training): they all import it.
 """

@@ -24,10 +24,11 @@ gate removes) and ``groups/correct`` (the share of completions the grader accept
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 import torch
+
+from ..runtime.trl_patches import replace_method
 
 __all__ = ["ADVANTAGE_MODES", "gated_advantages", "group_figures", "install", "teaching_groups"]
 
@@ -107,5 +108,5 @@ def install(trainer: Any, mode: str, tie_weight: float, is_correct: Any) -> None
             self._metrics[mode_name][name].append(value)
         return out
 
-    trainer._calculate_rewards = types.MethodType(calculate_and_keep, trainer)
-    trainer._generate_and_score_completions = types.MethodType(generate_with_groups, trainer)
+    replace_method(trainer, "_calculate_rewards", calculate_and_keep)
+    replace_method(trainer, "_generate_and_score_completions", generate_with_groups)

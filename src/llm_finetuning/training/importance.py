@@ -15,10 +15,11 @@ Measured on SmolLM2-135M: TRL's pass was 4.8 s of a 23 s GRPO step (docs/benchma
 from __future__ import annotations
 
 import math
-import types
 from typing import Any
 
 import torch
+
+from ..runtime.trl_patches import replace_method
 
 __all__ = ["applies", "correct_in_loss", "importance_ratio"]
 
@@ -79,8 +80,8 @@ def correct_in_loss(trainer: Any) -> None:
             else:
                 self._get_per_token_logps_and_entropies = installed
 
-    trainer._generate_and_score_completions = types.MethodType(generate_without_old_logps, trainer)
-    trainer._compute_loss = types.MethodType(compute_with_ratio, trainer)
+    replace_method(trainer, "_generate_and_score_completions", generate_without_old_logps)
+    replace_method(trainer, "_compute_loss", compute_with_ratio)
 
 
 def _ratio_and_metrics(trainer: Any, trainer_logps: torch.Tensor, inputs: dict) -> torch.Tensor:

@@ -21,11 +21,11 @@ carry signal (``groups/signal`` is over every group it generated).
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 import torch
 
+from ..runtime.trl_patches import replace_method
 from .advantages import teaching_groups
 
 __all__ = ["chosen_groups", "extra_indices", "install", "kept_rows"]
@@ -86,4 +86,4 @@ def install(trainer: Any, factor: int, seed: int) -> None:
         self._metrics["train"]["groups/trained_signal"].append(trained)
         return kept
 
-    trainer._generate_and_score_completions = types.MethodType(generate_and_choose, trainer)
+    replace_method(trainer, "_generate_and_score_completions", generate_and_choose)

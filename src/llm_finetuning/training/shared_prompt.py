@@ -31,11 +31,12 @@ row's rest; TRL's loss and metrics read the outputs in the batch's own layout.
 
 from __future__ import annotations
 
-import types
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from ..runtime.trl_patches import replace_method
 
 __all__ = ["PackedGroups", "common_prefix", "install", "install_sft", "pack_groups",
            "pack_prefix", "unpack"]
@@ -181,7 +182,7 @@ def install(trainer: Any) -> None:
                 entropies.append((rows, unpack(outputs.entropy, packed.source)))
         return _in_order(logps), _in_order(entropies), None
 
-    trainer._get_per_token_logps_and_entropies = types.MethodType(shared_logps, trainer)
+    replace_method(trainer, "_get_per_token_logps_and_entropies", shared_logps)
 
 
 def _groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, width: int) -> list[list[int]]:
@@ -237,7 +238,7 @@ def install_sft(trainer: Any) -> None:
         shared = _PrefixShared(model, self.accelerator) if set(inputs) <= _SFT_INPUTS else model
         return compute(shared, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
 
-    trainer.compute_loss = types.MethodType(compute_loss, trainer)
+    replace_method(trainer, "compute_loss", compute_loss)
 
 
 class _PrefixShared:

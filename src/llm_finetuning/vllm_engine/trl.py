@@ -25,7 +25,6 @@ before each generation. Around that, and nowhere inside TRL on a GPU:
 from __future__ import annotations
 
 import functools
-import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -34,6 +33,7 @@ import torch
 
 from ..model.hardware import empty_cuda_cache, resolve_dtype, size_cpu_kv_cache, vllm_device_arguments
 from ..runtime.logging_setup import libraries_verbose
+from ..runtime.trl_patches import replace_method
 from .owner import EngineOwner
 from .start import native_output_to_log, single_process_launch, stdout_with_a_descriptor
 from .weights import model_weights, push_weights
@@ -86,10 +86,10 @@ def adopt(trainer: Any, owner: EngineOwner, process_group_existed: bool) -> None
     generation = trainer.vllm_generation
     if process_group_existed:
         if current_platform.is_cpu():
-            generation.sync_weights = types.MethodType(_sync_walk_on_cpu, generation)
+            replace_method(generation, "sync_weights", _sync_walk_on_cpu)
         return
     owner.adopt(generation.llm, "trl")
-    generation.sync_weights = types.MethodType(_sync_folded, generation)
+    replace_method(generation, "sync_weights", _sync_folded)
 
 
 def _sync_folded(generation: Any) -> None:

@@ -1,0 +1,70 @@
+"""The TRL internals the project replaces (``runtime/trl_patches.py``), read from the installed TRL: each still
+exists with the parameters its replacement was written for, and the installed TRL is the version they were
+written against. A TRL upgrade that moves one of them fails here, by name."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+import trl
+
+from llm_finetuning.runtime.trl_patches import MODULE_ATTRIBUTES, OBJECT_METHODS, WRITTEN_FOR, replace_method
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "llm_finetuning"
+
+
+def _resolve(path: str):
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def test_the_installed_trl_is_the_one_the_replacements_were_written_for():
+    assert trl.__version__.startswith(WRITTEN_FOR + "."), (trl.__version__, WRITTEN_FOR)
+
+
+@pytest.mark.parametrize(("owner", "method"), [(owner, method) for owner, methods in OBJECT_METHODS.items()
+                                               for method in methods])  # fmt: skip
+def test_every_replaced_method_exists_with_the_parameters_it_was_written_for(owner, method):
+    parameters = list(inspect.signature(getattr(_resolve(owner), method)).parameters)
+    assert parameters[0] == "self"
+    assert tuple(parameters[1:]) == OBJECT_METHODS[owner][method]
+
+
+@pytest.mark.parametrize(("module", "attribute"), MODULE_ATTRIBUTES.items())
+def test_every_swapped_module_attribute_is_one_trl_uses(module, attribute):
+    source = inspect.getsource(importlib.import_module(module))
+    assert f"{attribute}(" in source or f"{attribute}.apply(" in source  # TRL calls it by that module-level name
+
+
+def test_a_replacement_that_is_not_listed_is_refused():
+    class Trainer:
+        def step(self):
+            return "trl's"
+
+    trainer = Trainer()
+    with pytest.raises(KeyError, match="list it"):
+        replace_method(trainer, "step", lambda self: "ours")
+    assert trainer.step() == "trl's"
+
+
+def test_replace_method_binds_to_the_one_object_and_returns_what_it_replaced():
+    class Generation:
+        def sync_weights(self):
+            return "trl's"
+
+    one, other = Generation(), Generation()
+    replaced = replace_method(one, "sync_weights", lambda self: ("ours", self is one))
+    assert one.sync_weights() == ("ours", True) and other.sync_weights() == "trl's" and replaced() == "trl's"
+
+
+def test_nothing_else_binds_a_replacement_onto_an_object():
+    """``types.MethodType`` (binding a function as an object's method) appears in trl_patches.py alone."""
+    found = [f"{path.relative_to(SRC)}:{node.lineno}" for path in SRC.rglob("*.py")
+             if path.name != "trl_patches.py"
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Attribute) and node.attr == "MethodType"]  # fmt: skip
+    assert found == []
