@@ -59,7 +59,7 @@ CORPUS = [f"What is {a} + {b}? {a} + {b} = {a + b}" for a in range(10) for b in 
 
 
 def plan_for(config: PipelineConfig, backend: str = "hf") -> Any:
-    """The ``RunPlan`` a run of ``config`` on the named backend resolves on this machine (``plan.py``)."""
+    """The ``RunPlan`` a run of ``config`` on the named backend resolves on this machine (``session/plan.py``)."""
     from llm_finetuning.model import get_backend
     from llm_finetuning.session.plan import RunPlan
 

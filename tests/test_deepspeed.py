@@ -21,7 +21,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from conftest import GREEDY_FIGURES, ROOT, SIMPLE_SUMS, evaluate_alone, launch_command, launch_env
+from conftest import GREEDY_FIGURES, ROOT, SIMPLE_SUMS, evaluate_alone, launch_command, launch_env, plan_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.deepspeed]
 deepspeed = pytest.importorskip("deepspeed")
@@ -111,7 +111,6 @@ def test_deepspeed_parses_every_config_as_the_trainer_fills_it(config, tiny_conf
     from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
     from trl import SFTConfig
 
-    from llm_finetuning.model import get_backend
     from llm_finetuning.model.sources import base_model_path
     from llm_finetuning.training.arguments import sft_arguments
 
@@ -122,7 +121,7 @@ def test_deepspeed_parses_every_config_as_the_trainer_fills_it(config, tiny_conf
     _, env = prepare_deepspeed_cmd_env(args)
     pipeline = tiny_config("sft_training.gradient_accumulation_steps=4", "sft_training.max_grad_norm=0.5")
     model = AutoModelForCausalLM.from_pretrained(base_model_path(pipeline))  # its sizes fill the bucket `auto`s
-    trainer_args = SFTConfig(**sft_arguments(pipeline, pipeline.output_dir, get_backend("hf")))
+    trainer_args = SFTConfig(**sft_arguments(pipeline, pipeline.output_dir, plan_for(pipeline)))
     launch = {key: value for key, value in env.items() if key.startswith("ACCELERATE_")}
     with mock.patch.dict(os.environ, launch):
         plugin = DeepSpeedPlugin()

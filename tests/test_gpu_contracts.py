@@ -317,7 +317,7 @@ def test_trl_configs_built_from_the_project_arguments_on_cuda_keep_every_value(b
     config = PipelineConfig.from_yaml(ROOT / "configs" / config_file)
     weights = [spec.weight for spec in config.rewards.rewards]
     for config_class, arguments in (
-        (SFTConfig, sft_arguments(config, tmp_path, get_backend(backend))),
+        (SFTConfig, sft_arguments(config, tmp_path, RunPlan.resolve(config, get_backend(backend)))),
         (GRPOConfig, grpo_arguments(config, tmp_path, RunPlan.resolve(config, get_backend(backend)), 256, weights)),
     ):
         built = config_class(**arguments)

@@ -253,4 +253,4 @@ def test_settings_are_read_back_from_the_built_trainer_as_plain_values(tmp_path)
 
 @pytest.mark.usefixtures("cpu")
 def test_sft_arguments_take_the_optimizer_rule(tmp_path):
-    assert sft_arguments(PipelineConfig(), tmp_path, get_backend("hf"))["optim"] == "adamw_torch_fused"
+    assert sft_arguments(PipelineConfig(), tmp_path, plan_for(PipelineConfig()))["optim"] == "adamw_torch_fused"

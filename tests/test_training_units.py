@@ -116,7 +116,7 @@ def test_trl_arguments_follow_the_config_on_cpu(tmp_path):
     assert grpo["top_k"] == 0 and grpo["min_p"] == 0.1 and grpo["max_completion_length"] == 64
     assert grpo["reward_weights"] == [1.0, 2.0]
     assert grpo["eval_strategy"] == "no"
-    sft = sft_arguments(config, tmp_path, get_backend("hf"))
+    sft = sft_arguments(config, tmp_path, plan_for(config))
     assert sft["completion_only_loss"] is True and sft["max_length"] == config.model.max_seq_length
 
 
@@ -128,7 +128,7 @@ def test_cpu_runs_fp32_without_checkpointing_or_vllm(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a CPU machine, also on a GPU host
     monkeypatch.setattr(hardware, "cpu_computes_bf16", lambda: False)  # without bf16 arithmetic
     config = PipelineConfig()
-    args = sft_arguments(config, tmp_path, get_backend("hf"))
+    args = sft_arguments(config, tmp_path, plan_for(config))
     assert args["bf16"] is False and args["fp16"] is False
     assert args["gradient_checkpointing"] is False and args["use_cpu"] is True
     hf = get_backend("hf")

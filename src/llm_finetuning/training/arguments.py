@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import GRPOTrainingConfig, PipelineConfig, SFTTrainingConfig
-from ..model import Backend
-from ..model.hardware import mixed_precision, on_cuda, optimizer
+from ..model.hardware import mixed_precision, optimizer
 from ..schema import ConfigError, closest
 from ..session.plan import RunPlan
 
@@ -72,10 +71,10 @@ def same_named_fields(section: Any, trl_class: type) -> dict[str, Any]:
 
 
 def common_arguments(
-    config: PipelineConfig, section: SFTTrainingConfig | GRPOTrainingConfig, output_dir: Path, backend: Backend
+    config: PipelineConfig, section: SFTTrainingConfig | GRPOTrainingConfig, output_dir: Path, plan: RunPlan
 ) -> dict[str, Any]:
     """What both phases set beyond their section: output, checkpoints, seed, tracker, hardware."""
-    checkpointing = backend.trainer_checkpointing(config.model)
+    checkpointing = plan.backend.trainer_checkpointing(config.model)
     phase = "sft_training" if isinstance(section, SFTTrainingConfig) else "grpo_training"
     return {
         "output_dir": str(output_dir),
@@ -85,14 +84,14 @@ def common_arguments(
         "run_name": f"{config.tracker_run_name}-{phase.split('_')[0]}",
         "gradient_checkpointing": checkpointing,
         "gradient_checkpointing_kwargs": {"use_reentrant": False} if checkpointing else None,
-        "use_cpu": not on_cuda(),
+        "use_cpu": not plan.cuda,
         "eval_strategy": "no",  # our own evaluation callback generates and grades; see training/grpo.py
         "optim": optimizer(section.optim, f"{phase}.optim"),
         **mixed_precision(config.model),
     }
 
 
-def sft_arguments(config: PipelineConfig, output_dir: Path, backend: Backend, passed_through: bool = True,
+def sft_arguments(config: PipelineConfig, output_dir: Path, plan: RunPlan, passed_through: bool = True,
                   ) -> dict[str, Any]:  # fmt: skip
     """SFTConfig's arguments: ours, then ``sft_training.trl`` (checked by ``check_trainer_settings``)."""
     from trl import SFTConfig
@@ -100,7 +99,7 @@ def sft_arguments(config: PipelineConfig, output_dir: Path, backend: Backend, pa
     section = config.sft_training
     return {
         **same_named_fields(section, SFTConfig),
-        **common_arguments(config, section, output_dir, backend),
+        **common_arguments(config, section, output_dir, plan),
         "max_length": config.model.max_seq_length,
         "completion_only_loss": True,  # learn the answer format, not to echo the prompt
         "packing": False,
@@ -118,7 +117,7 @@ def check_trainer_settings(config: PipelineConfig, plan: RunPlan) -> None:
     output = Path(config.output_dir)
     weights = [spec.weight for spec in config.rewards.rewards]
     for section, trl_class, ours in (
-        ("sft_training", SFTConfig, sft_arguments(config, output, plan.backend, passed_through=False)),
+        ("sft_training", SFTConfig, sft_arguments(config, output, plan, passed_through=False)),
         ("grpo_training", GRPOConfig, grpo_arguments(config, output, plan, 1, weights, passed_through=False)),
     ):
         check_passed_through(section, getattr(config, section), trl_class, ours)
@@ -151,7 +150,7 @@ def grpo_arguments(
     use_vllm = plan.uses_vllm
     arguments = {
         **same_named_fields(section, GRPOConfig),
-        **common_arguments(config, section, output_dir, plan.backend),
+        **common_arguments(config, section, output_dir, plan),
         "max_completion_length": max_completion_length,  # configured, or computed from the data
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,

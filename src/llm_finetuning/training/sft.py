@@ -32,7 +32,7 @@ class SFTPhase(TrainingPhase):
     def build_trainer(self) -> Any:
         from trl import SFTConfig, SFTTrainer  # after unsloth, when unsloth is the backend
 
-        arguments = sft_arguments(self.config, self.output_dir, self.manager.backend)
+        arguments = sft_arguments(self.config, self.output_dir, self.plan)
         args = SFTConfig(**{**arguments, **self.argument_overrides})
         trainer = SFTTrainer(
             model=self.manager.model, args=args, train_dataset=self.train_dataset,
