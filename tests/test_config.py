@@ -177,3 +177,34 @@ def test_a_config_that_omits_a_field_trains_with_the_documented_recipes_value():
     differ = {key for key in recipe if recipe[key] != defaults.get(key)}
     assert differ == set(RECIPE_ONLY)
     assert (defaults["model.lora.rank"], defaults["model.lora.alpha"]) == (32, 64)
+
+
+def _choices(cls, field):
+    import typing
+
+    return set(typing.get_args(typing.get_type_hints(cls)[field]))
+
+
+def test_every_name_list_in_the_config_is_its_registrys():
+    """config/ is the ground floor and cannot import the registries above it, so its lists of names are written
+    out; this holds each to the registry it names (a new adapter, backend, grader, advantage mode or rollout
+    kind fails here until the config's list has it)."""
+    import typing
+
+    from llm_finetuning.config import DatasetSpec, EvaluationConfig, GRPOTrainingConfig, ModelConfig
+    from llm_finetuning.data.formats import ADAPTERS
+    from llm_finetuning.generation.engines import ENGINES
+    from llm_finetuning.grading import GRADERS
+    from llm_finetuning.model.backend import Rollouts
+    from llm_finetuning.model.backends import BACKENDS
+    from llm_finetuning.rollout import ROLLOUTS
+    from llm_finetuning.training.advantages import ADVANTAGE_MODES
+
+    assert _choices(DatasetSpec, "format") == {"auto", *ADAPTERS}
+    assert _choices(ModelConfig, "backend") == {"auto", *BACKENDS}
+    assert _choices(PipelineConfig, "grader") == set(GRADERS)
+    assert _choices(GRPOTrainingConfig, "advantages") == set(ADVANTAGE_MODES)
+    assert set(typing.get_args(Rollouts)) == set(ROLLOUTS)
+    # "vllm" on the unsloth backend is Unsloth's own engine (generation.engines picks it): not a name to set
+    assert _choices(EvaluationConfig, "engine") == {"auto", *ENGINES} - {"unsloth"}
+
