@@ -183,7 +183,7 @@ def test_a_failed_atomic_write_leaves_the_file_and_no_temporary(tmp_path):
 
 
 def test_a_failing_engine_teardown_still_shuts_the_core_and_frees_the_model(caplog):
-    from llm_finetuning.pipeline import Run
+    from llm_finetuning.session import Session
     from llm_finetuning.vllm_engine.start import shut_down
 
     calls = []
@@ -200,9 +200,9 @@ def test_a_failing_engine_teardown_still_shuts_the_core_and_frees_the_model(capl
     def broken_shutdown():
         raise RuntimeError("engine")
 
-    run = SimpleNamespace(engines=SimpleNamespace(shutdown=broken_shutdown),
-                          manager=SimpleNamespace(free=lambda: calls.append("model")))  # fmt: skip
-    Run.free(run)  # logged, not raised: the error that stopped the run stays the one the user sees
+    session = SimpleNamespace(engines=SimpleNamespace(shutdown=broken_shutdown),
+                              manager=SimpleNamespace(free=lambda: calls.append("model")))  # fmt: skip
+    Session.free(session)  # logged, not raised: the error that stopped the run stays the one the user sees
     assert calls == ["core", "model"] and "could not shut the vLLM engine down" in caplog.text
 
 
