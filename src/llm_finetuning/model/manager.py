@@ -158,7 +158,11 @@ class ModelManager:
         Use ``.model`` and ``.tokenizer``, then ``.free()``. The tokenizer and its chat template come from
         the save; a deleted builtin base model is rebuilt from the config.
         """
-        manager = cls(config, backend)
+        return cls(config, backend).load_saved(adapter_path)
+
+    def load_saved(self, adapter_path: str | Path) -> ModelManager:
+        """This manager holding base + the save at ``adapter_path`` in eval mode (``load_for_inference``)."""
+        manager, config = self, self.config
         path = Path(adapter_path)
         recover_previous(path)
         if not ((path / "adapter_config.json").is_file() or (path / "config.json").is_file()):

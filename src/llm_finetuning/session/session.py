@@ -78,7 +78,7 @@ class Session:
             self.deepspeed_config = deepspeed_config_before_load()
             self.manager.load()
         else:
-            self.manager = ModelManager.load_for_inference(self.config, adapter, self.backend)
+            self.manager.load_saved(adapter)
         if (carried := self.backend.model_engine(self.manager.model)) is not None:
             self.engines.adopt(carried, "unsloth")  # built with the model (fast_inference)
         self.plan = self.plan.with_model(self.config, self.manager.model)
