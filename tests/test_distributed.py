@@ -6,6 +6,7 @@ The last test launches this file as a worker under ``accelerate launch --config_
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -31,6 +32,7 @@ from llm_finetuning.runtime.distributed import (
     run_on_main,
     world_size,
 )
+from llm_finetuning.runtime.hardware import visible_gpus
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_CONFIG = ROOT / "configs" / "accelerate" / "cpu.yaml"
@@ -56,7 +58,7 @@ MPIRUN_RANK_3 = {**ACCELERATE_CPU_TWO_WITHOUT_MPIRUN, "PMI_SIZE": "4", "PMI_RANK
 ], ids=["python", "torchrun", "accelerate", "accelerate-cpu-1", "accelerate-cpu-2-alone", "accelerate-mpirun",
         "mpirun", "other"])
 def test_read_launch_states_the_launch(environ, expected):
-    assert read_launch(environ) == expected
+    assert read_launch(environ) == dataclasses.replace(expected, gpus=visible_gpus())
 
 
 def test_rank_zero_is_the_main_process():
@@ -66,11 +68,9 @@ def test_rank_zero_is_the_main_process():
 
 
 def test_each_rank_gets_its_own_device():
-    device = device_for(Launch("torchrun", 2, 1, 1))
-    if torch.cuda.is_available():
-        assert device == torch.device("cuda", 1 % torch.cuda.device_count())
-    else:
-        assert device == torch.device("cpu")
+    assert device_for(Launch("torchrun", 2, 1, 1)) == torch.device("cpu")  # the launch sees no GPU
+    assert device_for(Launch("torchrun", 4, 3, 3, gpus=2)) == torch.device("cuda", 1)  # two ranks per GPU
+    assert device_for(Launch("torchrun", 2, 1, 1, gpus=8)) == torch.device("cuda", 1)
 
 
 def test_a_launch_asked_for_several_processes_that_started_one_is_refused():

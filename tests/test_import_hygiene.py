@@ -189,3 +189,16 @@ def test_no_rollout_kind_is_compared_by_name():
     found = [f"{path.relative_to(SRC / 'llm_finetuning')}:{number}" for path in (SRC / "llm_finetuning").rglob("*.py")
              for number, line in enumerate(path.read_text().splitlines(), 1) if comparison.search(line)]  # fmt: skip
     assert found == []
+
+
+def test_cuda_and_vllm_are_probed_only_by_the_hardware_modules():
+    """``runtime/hardware.py`` probes the machine (``Machine``: CUDA, whether vLLM loads; the GPUs a launch sees)
+    and ``model/hardware.py``'s rules act on it; everything else is handed the answer (the backend's ``machine``,
+    the plan's ``cuda``, the launch's ``gpus``), so one run sees one machine."""
+    probe = re.compile(r"torch\.cuda\.(is_available|device_count)\(|\bon_cuda\(|\bvllm_problem\(")
+    allowed = {"model/hardware.py", "runtime/hardware.py"}
+    found = [f"{where}:{number}" for path in (SRC / "llm_finetuning").rglob("*.py")
+             if (where := str(path.relative_to(SRC / "llm_finetuning"))) not in allowed
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if probe.search(line.split("#")[0]) and not line.lstrip().startswith("def ")]  # fmt: skip
+    assert found == []

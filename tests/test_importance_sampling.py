@@ -16,6 +16,7 @@ import torch
 
 from llm_finetuning.config import ConfigError, PipelineConfig
 from llm_finetuning.model import get_backend
+from llm_finetuning.runtime.hardware import Machine
 from llm_finetuning.rollout import ROLLOUTS, importance_sampling
 from llm_finetuning.session.plan import RunPlan
 from llm_finetuning.training.arguments import check_trainer_settings, grpo_arguments
@@ -72,20 +73,17 @@ def test_asking_for_the_correction_where_it_would_zero_every_completion_is_one_l
 
 
 @pytest.fixture
-def cuda_with_vllm(monkeypatch):
-    from llm_finetuning.model import hf_backend
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+def cuda_bf16(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # for the precision rules (model/hardware.py)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
-    monkeypatch.setattr(hf_backend, "vllm_problem", lambda: None)  # vLLM's CUDA build loads
 
 
-@pytest.mark.usefixtures("cuda_with_vllm")
+@pytest.mark.usefixtures("cuda_bf16")
 @pytest.mark.parametrize(("backend", "rollouts", "correction"), [("hf", "trl_colocate", True),
                                                                  ("unsloth", "model_engine", False)])  # fmt: skip
 def test_the_default_recipe_on_a_gpu_gets_the_rules_correction_on_either_backend(tmp_path, backend, rollouts,
                                                                                    correction):
-    chosen = get_backend(backend)
+    chosen = get_backend(backend, machine=Machine(cuda=True, vllm_problem=None))  # vLLM's CUDA build loads
     recipe = PipelineConfig.from_yaml("configs/default_config.yaml", ["sft_training.optim=adamw_torch",
                                                                      "grpo_training.optim=adamw_torch"])
     plan = RunPlan.resolve(recipe, chosen)

@@ -16,8 +16,8 @@ import torch
 from llm_finetuning.config import ConfigError, LoraSettings, ModelConfig, PipelineConfig
 from llm_finetuning.errors import ModelError
 from llm_finetuning.model import BACKENDS, TINY_MODEL_NAME, choose_backend, get_backend
-from llm_finetuning.model.hardware import vllm_problem
 from llm_finetuning.model.unsloth_backend import UnslothBackend
+from llm_finetuning.runtime.hardware import vllm_problem
 
 
 def _engine_wanted(model_config: ModelConfig) -> bool:
@@ -99,7 +99,7 @@ def test_asking_for_unsloth_when_it_is_missing_names_the_install_command(monkeyp
 )
 def test_unsloth_starts_a_vllm_engine_only_on_cuda(monkeypatch, fast_inference, cuda, engine):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    assert UnslothBackend.fast_inference(ModelConfig(fast_inference=fast_inference)) is engine
+    assert UnslothBackend().fast_inference(ModelConfig(fast_inference=fast_inference)) is engine
     config = PipelineConfig(model=ModelConfig(fast_inference=fast_inference))
     # GRPO generates on the model's engine exactly when the engine starts
     assert UnslothBackend().rollouts(config) == ("model_engine" if engine else "generate")
@@ -195,7 +195,7 @@ def test_fast_inference_is_turned_off_where_unsloth_refuses_an_engine(monkeypatc
     with caplog.at_level(logging.WARNING, logger="llm_finetuning.model.unsloth_backend"):
         assert _engine_wanted(model) is False
     assert caplog.messages == [f"model.fast_inference: off, {refusal}; GRPO generates with model.generate"]
-    assert UnslothBackend.fast_inference(model) is False
+    assert UnslothBackend().fast_inference(model) is False
     assert UnslothBackend().rollouts(PipelineConfig(model=model)) == "generate"  # GRPO does not expect it either
 
 

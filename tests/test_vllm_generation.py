@@ -160,4 +160,4 @@ def test_a_head_size_vllms_cpu_attention_lacks_is_a_one_line_error(tiny_base, ti
     from llm_finetuning.vllm_engine.start import start_engine
 
     with pytest.raises(ModelError, match=r"head sizes \[32, .*this model's is 16; use engine hf"):
-        start_engine(tiny_config(), str(tiny_base))  # the README suite's small model: 32 / 2 heads
+        start_engine(tiny_config(), str(tiny_base), cuda=False)  # the README suite's small model: 32 / 2 heads

@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 
 from ..errors import ModelError
 from ..model import Backend
-from ..model.hardware import vllm_pays_off, vllm_problem
+from ..model.hardware import vllm_pays_off
 from .hf import generate_detailed
 from .settings import Completion, Conversation, Progress, SamplingSettings
 from .vllm import UnslothEngine, VLLMEngine
@@ -93,7 +93,7 @@ def choose_engine(
         return "hf", "hf was asked for"
     if backend.model_engine(model) is not None:
         return "unsloth", f"{choice}: the model carries Unsloth's vLLM engine (fast_inference); generating on it"
-    problem = vllm_problem()
+    problem = backend.machine.vllm_problem
     if multi_process:
         problem = problem or "the vllm engine runs in a single process, and this launch has several"
     refusal = backend.vllm_refusal(model_config)
@@ -109,7 +109,7 @@ def choose_engine(
         return "vllm", "auto: GRPO generates with vLLM here, so evaluation shares its engine"
     if refusal:
         return "hf", f"auto: {refusal}"
-    worth, why = vllm_pays_off(_parameters(model))
+    worth, why = vllm_pays_off(_parameters(model), backend.machine.cuda)
     return ("vllm" if worth else "hf"), f"auto: {why}"
 
 

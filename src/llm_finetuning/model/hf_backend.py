@@ -25,7 +25,7 @@ from ..config import ModelConfig, PipelineConfig
 from ..errors import ModelError
 from ..rollout import ROLLOUTS
 from .backend import Backend, Rollouts
-from .hardware import gradient_checkpointing, resolve_dtype, vllm_pays_off, vllm_problem
+from .hardware import gradient_checkpointing, resolve_dtype, vllm_pays_off
 from .shape import parameter_count
 
 __all__ = ["HFBackend", "load_hf_model", "load_hf_tokenizer", "load_kwargs"]
@@ -44,7 +44,7 @@ def load_hf_tokenizer(path: str | Path) -> Any:
         ) from None
 
 
-def load_kwargs(model_config: ModelConfig) -> dict[str, Any]:
+def load_kwargs(model_config: ModelConfig, cuda: bool) -> dict[str, Any]:
     """``from_pretrained`` keywords: dtype; on CUDA this rank's GPU (``LOCAL_RANK``) and 4-bit if asked.
 
     The device comes from the launch, not from ``torch.cuda.current_device()``, which is still GPU 0 for every
@@ -56,7 +56,7 @@ def load_kwargs(model_config: ModelConfig) -> dict[str, Any]:
     from ..runtime.distributed import device_for, read_launch
 
     kwargs: dict[str, Any] = {"dtype": resolve_dtype(model_config)}
-    if torch.cuda.is_available():
+    if cuda:
         if not is_deepspeed_zero3_enabled():
             kwargs["device_map"] = {"": str(device_for(read_launch()))}
         if model_config.load_in_4bit:
@@ -64,11 +64,11 @@ def load_kwargs(model_config: ModelConfig) -> dict[str, Any]:
     return kwargs
 
 
-def load_hf_model(path: str | Path, model_config: ModelConfig) -> Any:
-    """``AutoModelForCausalLM`` in the configured dtype, on this rank's GPU when there is one (4-bit if asked)."""
+def load_hf_model(path: str | Path, model_config: ModelConfig, cuda: bool) -> Any:
+    """``AutoModelForCausalLM`` in the configured dtype, on this rank's GPU with ``cuda`` (4-bit if asked)."""
     from transformers import AutoModelForCausalLM
 
-    kwargs = load_kwargs(model_config)
+    kwargs = load_kwargs(model_config, cuda)
     try:
         return AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
     except (OSError, ValueError) as exc:
@@ -121,7 +121,7 @@ class HFBackend(Backend):
         from peft import get_peft_model, prepare_model_for_kbit_training
 
         tokenizer = load_hf_tokenizer(model_path)
-        model = load_hf_model(model_path, model_config)
+        model = load_hf_model(model_path, model_config, self.machine.cuda)
         checkpointing = gradient_checkpointing(model_config)
         if model_config.load_in_4bit:
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=checkpointing)
@@ -151,8 +151,8 @@ class HFBackend(Backend):
         from peft import PeftModel
 
         if not (adapter_path / "adapter_config.json").is_file():  # a full or merged model save
-            return load_hf_model(adapter_path, model_config).eval(), load_hf_tokenizer(adapter_path)
-        base = load_hf_model(base_path, model_config)
+            return load_hf_model(adapter_path, model_config, self.machine.cuda).eval(), load_hf_tokenizer(adapter_path)
+        base = load_hf_model(base_path, model_config, self.machine.cuda)
         model = PeftModel.from_pretrained(base, str(adapter_path), is_trainable=False)
         return model.eval(), load_hf_tokenizer(adapter_path)
 
@@ -181,8 +181,8 @@ class HFBackend(Backend):
             return "generate", "grpo_training.use_vllm: false"
         reason = "grpo_training.use_vllm: true"
         if section.use_vllm is None:
-            problem = vllm_problem()
-            worth, why = (False, problem) if problem else vllm_pays_off(parameter_count(config))
+            problem = self.machine.vllm_problem
+            worth, why = (False, problem) if problem else vllm_pays_off(parameter_count(config), self.machine.cuda)
             if not worth:
                 return "generate", f"auto: {why}"
             reason = f"auto: {why}"

@@ -33,7 +33,7 @@ import torch
 from ..config import ConfigError, ModelConfig, PipelineConfig
 from ..errors import ModelError
 from .backend import Backend, Rollouts
-from .hardware import on_cuda, resolve_dtype, vllm_problem
+from .hardware import resolve_dtype
 
 __all__ = ["UnslothBackend", "import_unsloth"]
 
@@ -65,9 +65,8 @@ class UnslothBackend(Backend):
     engine_holds_training_weights = True
     model_code_is_transformers = False  # Unsloth patches the model's forward and compiles GRPO's loss
 
-    @classmethod
-    def asked_for(cls) -> str:
-        if on_cuda():
+    def asked_for(self) -> str:
+        if self.machine.cuda:
             return "model.backend: unsloth was asked for and CUDA is available"
         return "model.backend: unsloth was asked for; no CUDA GPU, so Unsloth runs in its CPU mode"
 
@@ -181,7 +180,7 @@ class UnslothBackend(Backend):
     def check_trainer(self, trainer: Any) -> None:
         """On CUDA the model must train with Unsloth's compiled trainer, which Unsloth silently replaces by TRL's
         own when its patching fails (its warning scrolls by; the run would be slow and differently set)."""
-        if not on_cuda():
+        if not self.machine.cuda:
             return  # without CUDA, Unsloth's CPU mode trains with TRL's trainers on purpose
         if not any(cls.__name__.startswith("Unsloth") for cls in type(trainer).__mro__):
             raise ModelError(
@@ -207,8 +206,7 @@ class UnslothBackend(Backend):
 
     # The engine Unsloth builds with the model
 
-    @staticmethod
-    def engine_problem(model_config: ModelConfig) -> str | None:
+    def engine_problem(self, model_config: ModelConfig) -> str | None:
         """Why Unsloth cannot start its vLLM engine for this config (None when it can, or when none is asked for).
 
         Unsloth refuses ``fast_inference`` with full fine-tuning (``models/vision.py``) and with LoRA
@@ -216,7 +214,7 @@ class UnslothBackend(Backend):
         """
         if not model_config.fast_inference:
             return None
-        if not on_cuda():
+        if not self.machine.cuda:
             return "no CUDA GPU"
         if not model_config.uses_lora:
             return "Unsloth's vLLM engine does not support full fine-tuning (model.lora is null)"
@@ -224,10 +222,9 @@ class UnslothBackend(Backend):
             return "Unsloth's vLLM engine does not support model.lora.modules_to_save"
         return None
 
-    @classmethod
-    def fast_inference(cls, model_config: ModelConfig) -> bool:
+    def fast_inference(self, model_config: ModelConfig) -> bool:
         """Whether the model gets Unsloth's vLLM engine: as configured, where the engine can start."""
-        return model_config.fast_inference and cls.engine_problem(model_config) is None
+        return model_config.fast_inference and self.engine_problem(model_config) is None
 
     def _engine_at_load(self, model_config: ModelConfig) -> bool:
         """``fast_inference`` for ``from_pretrained``, with a one-line notice or error where it cannot be had."""
@@ -235,10 +232,10 @@ class UnslothBackend(Backend):
             return False
         refused = self.engine_problem(model_config)
         if refused:
-            context = "" if on_cuda() else f" ({vllm_problem()})"  # without CUDA, also say what vLLM lacks
+            context = "" if self.machine.cuda else f" ({self.machine.vllm_problem})"  # also say what vLLM lacks
             logger.warning("model.fast_inference: off, %s%s; GRPO generates with model.generate", refused, context)
             return False
-        problem = vllm_problem()
+        problem = self.machine.vllm_problem
         if problem:
             raise ModelError(f"model.fast_inference: {problem}, or set fast_inference: false")
         return True

@@ -36,6 +36,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import PipelineError
+from .hardware import visible_gpus
 
 __all__ = ["Launch", "any_rank", "barrier", "deepspeed_config_before_load", "device_for", "full_weights",
            "gather_objects", "is_main_process", "is_partitioned", "join_process_group", "leave_process_group",
@@ -60,6 +61,7 @@ class Launch:
     rank: int  # this process among them; 0 is the main process, the one that writes
     local_rank: int  # this process among those on its machine: its GPU index
     started_alone: bool = False  # accelerate's --cpu/MULTI_CPU launcher was asked for several but started one
+    gpus: int = 0  # CUDA GPUs this process sees (0: the ranks run on the CPU)
 
     @property
     def is_main_process(self) -> bool:
@@ -71,13 +73,15 @@ class Launch:
 
 
 def read_launch(environ: Mapping[str, str] | None = None) -> Launch:
-    """The launch described by ``environ`` (default ``os.environ``); initialises nothing."""
+    """The launch described by ``environ`` (default ``os.environ``) on the GPUs this process sees; initialises
+    nothing."""
     env = os.environ if environ is None else environ
     world = _first_int(env, _WORLD_SIZE, 1)
     # accelerate's simple launcher (used for --cpu and MULTI_CPU) sets MASTER_ADDR only when asked for more than
     # one process; without mpirun it then starts a single process that would train alone with world size 1.
     alone = "ACCELERATE_USE_CPU" in env and "MASTER_ADDR" in env and not any(k in env for k in _WORLD_SIZE)
-    return Launch(_launcher(env), world, _first_int(env, _RANK, 0), _first_int(env, _LOCAL_RANK, 0), alone)
+    return Launch(_launcher(env), world, _first_int(env, _RANK, 0), _first_int(env, _LOCAL_RANK, 0), alone,
+                  visible_gpus())
 
 
 def _launcher(env: Mapping[str, str]) -> Launcher:
@@ -99,8 +103,8 @@ def _first_int(env: Mapping[str, str], keys: tuple[str, ...], default: int) -> i
 
 def device_for(launch: Launch) -> torch.device:
     """This rank's device: ``cuda:LOCAL_RANK`` when there are GPUs, else the CPU."""
-    if torch.cuda.is_available():
-        return torch.device("cuda", launch.local_rank % torch.cuda.device_count())
+    if launch.gpus:
+        return torch.device("cuda", launch.local_rank % launch.gpus)
     return torch.device("cpu")
 
 
@@ -115,12 +119,12 @@ def join_process_group(launch: Launch | None = None) -> Launch:
     if launch.is_distributed and not dist.is_initialized():
         from accelerate import PartialState
 
-        if not torch.cuda.is_available():
+        if not launch.gpus:
             # accelerate names each CPU rank's device "cpu:0", which torch.load cannot map to: the Trainer
             # resuming a multi-process run loads optimizer.pt with map_location=args.device and fails.
             # Its PartialState (here and in every TrainingArguments) reads the device from this variable.
             os.environ.setdefault("ACCELERATE_TORCH_DEVICE", "cpu")
-        PartialState(cpu=not torch.cuda.is_available())  # also sets this rank's CUDA device
+        PartialState(cpu=not launch.gpus)  # also sets this rank's CUDA device
     formed = dist.get_world_size() if dist.is_initialized() else 1
     if formed != launch.world_size:
         raise PipelineError(

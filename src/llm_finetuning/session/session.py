@@ -26,6 +26,7 @@ from typing import Any
 from ..config import PipelineConfig
 from ..model import Backend, ModelManager, base_model_path, choose_backend
 from ..runtime.distributed import deepspeed_config_before_load, main_process_first
+from ..runtime.hardware import Machine
 from ..runtime.logging_setup import quiet_libraries
 from ..vllm_engine import EngineOwner
 from ..vllm_engine.unsloth import request_standby
@@ -54,14 +55,15 @@ class Session:
              check: Callable[[Backend], None] | None = None) -> Session:  # fmt: skip
         """The backend chosen and its libraries imported first, then quieted (``main``: this process shows
         what the run says); ``check(backend)`` refuses a backend before its libraries load. No model yet."""
-        request_standby(config)  # read by Unsloth when it is imported, which choosing it may do
-        backend = choose_backend(config.model)  # once: the manager, the phases and the engines all get it
+        machine = Machine.probe()  # once: CUDA and vLLM are not asked again (the backend carries the answer)
+        request_standby(config, machine)  # read by Unsloth when it is imported, which choosing it may do
+        backend = choose_backend(config.model, machine)  # once: the manager, the phases and the engines get it
         if check is not None:
             check(backend)
         backend.prepare()  # Unsloth is imported here, before anything imports trl or transformers
         quiet_libraries(main=main)  # their bars and chatter off where they start (unless --verbose)
         plan = RunPlan.resolve(config, backend)  # once: rollouts, correction, precision, reference
-        return cls(config, plan, ModelManager(config, backend), EngineOwner(config))
+        return cls(config, plan, ModelManager(config, backend), EngineOwner(config, machine))
 
     @property
     def backend(self) -> Backend:

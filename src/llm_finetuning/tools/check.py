@@ -15,13 +15,8 @@ import argparse
 import dataclasses
 import sys
 
-from ..runtime.environment import (
-    REQUIRED_FOR_CPU,
-    cuda_devices,
-    free_disk_gib,
-    hub_reachable,
-    package_versions,
-)
+from ..runtime.environment import REQUIRED_FOR_CPU, free_disk_gib, hub_reachable, package_versions
+from ..runtime.hardware import gpu_descriptions
 from .train import command
 
 
@@ -34,7 +29,7 @@ def rows(config_path: str, gpu_memory: str | None = None) -> tuple[list[tuple[st
 
         build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU-only build"
         table.append(("torch", f"{versions['torch']} ({build})"))
-        gpus = cuda_devices()
+        gpus = gpu_descriptions()
         table.append(("CUDA available", "yes" if gpus else "no CUDA GPU found"))
         for index, gpu in enumerate(gpus):
             bf16 = "bf16" if gpu["bf16"] else "no bf16"
@@ -77,7 +72,7 @@ def memory_rows(config, gpu_memory: str | None) -> list[tuple[str, str]]:
     from ..errors import PipelineError
     from ..model.memory import GIB, estimate_memory, parse_size
 
-    gpus = cuda_devices()
+    gpus = gpu_descriptions()
     if gpu_memory is None and not gpus:
         return [("GPU memory (estimate)", "no GPU here; give --gpu-memory 24GiB to estimate for a GPU of that size")]
     try:
@@ -106,5 +101,5 @@ def main(args: argparse.Namespace) -> int:
     if missing:
         print(f"\nMissing: {', '.join(missing)}. Install with: uv sync", file=sys.stderr)
         return 1
-    print("\nThe CPU path can run." + ("" if cuda_devices() else " No CUDA GPU: training uses the hf backend on CPU."))
+    print("\nThe CPU path can run." + ("" if gpu_descriptions() else " No CUDA GPU: training uses the hf backend on CPU."))
     return 0

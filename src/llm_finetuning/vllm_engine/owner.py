@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..config import PipelineConfig
+from ..runtime.hardware import Machine
 from .start import shut_down, start_engine
 from .weights import model_weights, push_weights, weights_version
 
@@ -52,8 +53,9 @@ class RunningEngine:
 class EngineOwner:
     """Holds the process's vLLM engine (ours, TRL's or Unsloth's) and ends it."""
 
-    def __init__(self, config: PipelineConfig) -> None:
+    def __init__(self, config: PipelineConfig, machine: Machine | None = None) -> None:
         self.config = config
+        self.machine = machine or Machine.probe()  # the run's (Session.open's), or this one probed now
         self.running: RunningEngine | None = None
 
     def adopt(self, llm: Any, kind: EngineKind) -> None:
@@ -68,7 +70,7 @@ class EngineOwner:
     def ready(self, model: Any, base_path: str) -> Iterator[Any]:
         """The engine to generate with ``model``'s current weights: ours is started on ``base_path`` if none runs."""
         if self.running is None:
-            self.running = RunningEngine(start_engine(self.config, base_path), "ours")
+            self.running = RunningEngine(start_engine(self.config, base_path, self.machine.cuda), "ours")
         running = self.running
         llm = running.llm
         asleep = llm.llm_engine.is_sleeping()  # TRL's engine with vllm_enable_sleep_mode, between its rollouts

@@ -32,7 +32,6 @@ from ..errors import ModelError
 from ..model.hardware import (
     cuda_devices,
     free_memory,
-    on_cuda,
     resolve_dtype,
     size_cpu_kv_cache,
     vllm_device_arguments,
@@ -64,11 +63,12 @@ def engine_arguments(config: PipelineConfig, model_path: str) -> dict[str, Any]:
     }
 
 
-def start_engine(config: PipelineConfig, model_path: str) -> Any:
-    """A ``vllm.LLM`` on ``model_path`` in this process (the caller pushes the weights it should use)."""
+def start_engine(config: PipelineConfig, model_path: str, cuda: bool) -> Any:
+    """A ``vllm.LLM`` on ``model_path`` in this process, on the GPU with ``cuda`` (the caller pushes the weights
+    it should use)."""
     from vllm import LLM
 
-    if not on_cuda():
+    if not cuda:
         check_cpu_head_size(model_path)
     size_cpu_kv_cache()
     started = time.perf_counter()

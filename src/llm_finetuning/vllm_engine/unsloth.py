@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from ..config import PipelineConfig
-from ..model.hardware import on_cuda
+from ..runtime.hardware import Machine
 from .start import shut_down
 
 __all__ = ["delete_engine", "request_standby"]
@@ -21,9 +21,9 @@ __all__ = ["delete_engine", "request_standby"]
 logger = logging.getLogger(__name__)
 
 
-def request_standby(config: PipelineConfig) -> None:
+def request_standby(config: PipelineConfig, machine: Machine) -> None:
     """Ask Unsloth's engine for sleep mode when GRPO's ``vllm_enable_sleep_mode`` is on (harmless otherwise)."""
-    wanted = config.grpo_training.vllm_enable_sleep_mode and config.model.fast_inference and on_cuda()
+    wanted = config.grpo_training.vllm_enable_sleep_mode and config.model.fast_inference and machine.cuda
     if wanted and "unsloth" in sys.modules and os.environ.get("UNSLOTH_VLLM_STANDBY", "0") == "0":
         logger.warning("grpo_training.vllm_enable_sleep_mode: unsloth was imported before the run could ask "
                        "for its engine's sleep mode; set UNSLOTH_VLLM_STANDBY=1 before importing it")
