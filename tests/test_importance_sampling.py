@@ -16,8 +16,8 @@ import torch
 
 from llm_finetuning.config import ConfigError, PipelineConfig
 from llm_finetuning.model import get_backend
-from llm_finetuning.runtime.hardware import Machine
 from llm_finetuning.rollout import ROLLOUTS, importance_sampling
+from llm_finetuning.runtime.hardware import Machine
 from llm_finetuning.session.plan import RunPlan
 from llm_finetuning.training.arguments import check_trainer_settings, grpo_arguments
 

@@ -66,7 +66,9 @@ def vllm_problem() -> str | None:
     if not cpu_build and not cuda:
         return f"vLLM {version} is installed but cannot load without a CUDA driver"
     if importlib.util.find_spec("vllm") is None:
-        return f"vLLM {version} is installed but its binary extension does not load; reinstall the {extra} extra"
+        return (
+            f"vLLM {version} is installed but its binary extension does not load; reinstall the {extra} extra"
+        )
     return None
 
 
