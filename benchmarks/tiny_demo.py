@@ -70,7 +70,8 @@ def working_ablation(output_dir: Path) -> dict[str, float]:
     config = PipelineConfig.from_yaml(output_dir / "config.yaml")
     if config.num_threads is not None:
         torch.set_num_threads(config.num_threads)
-    manager = load_model(config, default_adapter(config))
+    session = load_model(config, default_adapter(config))
+    manager = session.manager
     try:
         rows, _ = load_held_out(config, manager.tokenizer, None)
         judge, tags = CompletionJudge(config.prompt), config.prompt.reasoning_end + config.prompt.solution_start
@@ -85,7 +86,7 @@ def working_ablation(output_dir: Path) -> dict[str, float]:
             correct = [judge.is_correct(prefix + group[0], str(gold)) for group, gold in zip(completions, rows["answer"])]
             accuracy[name] = sum(correct) / len(correct)
     finally:
-        manager.free()
+        session.free()
     return accuracy
 
 
