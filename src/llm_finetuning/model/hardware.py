@@ -1,5 +1,6 @@
 """The hardware rules every layer must agree on, in one place: weight dtype, mixed precision, activation
-checkpointing, the optimizer, whether vLLM can load on this machine, and giving memory back.
+checkpointing, the optimizer, whether vLLM pays off and its device arguments, and giving memory back (what the
+machine has is probed by ``runtime/hardware.py``).
 
 Loading (model/), the trainers' arguments (training/arguments.py), the memory estimate and the phases' memory
 handover all ask here, so the model's weights and the trainer's flags cannot disagree, and both backends train
