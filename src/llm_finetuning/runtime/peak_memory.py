@@ -5,7 +5,8 @@ and any process they start hold memory of their own. ``PeakMemory`` samples the 
 tree in a daemon thread (every ``interval`` seconds; a peak shorter than that can be missed) and keeps, for
 each named part (``load``, ``sft``, ``grpo``, ``evaluation``, ...), the highest total seen while it was
 running; parts may nest (an evaluation during GRPO counts for both). The main process's own peak is also read
-exactly from the kernel (``VmHWM``, Linux), for the whole run.
+exactly from the kernel (``VmHWM``, Linux), for the whole run. In a multi-process launch the record is the main
+process's tree: the other ranks are the launcher's children, not its own.
 
     peaks = PeakMemory.start()
     with peaks.part("sft"):
