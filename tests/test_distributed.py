@@ -110,7 +110,7 @@ def test_two_cpu_processes_form_one_group_and_take_turns(tmp_path):
     reports = [json.loads((tmp_path / f"report-{rank}.json").read_text()) for rank in (0, 1)]
     for rank, report in enumerate(reports):
         assert report["launch"] == {"launcher": "accelerate", "world_size": 2, "rank": rank, "local_rank": rank,
-                                    "started_alone": False}
+                                    "started_alone": False, "gpus": 0}  # on the CPU: no GPU seen
         assert report["backend"] == "gloo"
         assert report["trainer_device_loads"]  # a multi-process run can resume from its checkpoints
         assert report["cache_seen"] == "built by rank 0"  # main_process_first: the main process went first
