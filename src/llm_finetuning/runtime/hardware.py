@@ -36,13 +36,14 @@ def visible_gpus() -> int:
 
 def gpu_descriptions() -> list[dict[str, object]]:
     """Name, memory and bf16 support of each visible CUDA GPU (empty without one)."""
+    properties = [torch.cuda.get_device_properties(index) for index in range(visible_gpus())]
     return [
         {
-            "name": torch.cuda.get_device_properties(index).name,
-            "memory_gib": round(torch.cuda.get_device_properties(index).total_memory / 2**30, 1),
+            "name": gpu.name,
+            "memory_gib": round(gpu.total_memory / 2**30, 1),
             "bf16": torch.cuda.is_bf16_supported(),
         }
-        for index in range(visible_gpus())
+        for gpu in properties
     ]
 
 
