@@ -63,6 +63,9 @@ def test_run_writes_every_output(finished_run):
         "dapo", 0.2, 4, "adamw_torch_fused")
     assert grpo["use_vllm"] is False and grpo["bf16"] is False and grpo["reward_weights"] == [1.0, 1.0, 1.0, 1.0]
     assert summary["seconds_total"] > 0 and summary["complete"] is True
+    memory = summary["memory"]  # each part's peak, this process and its children
+    assert set(memory["peak_rss_gib"]) == {"load", "sft", "grpo", "evaluation"}
+    assert all(0.1 < peak <= memory["main_process_peak_gib"] + 1 for peak in memory["peak_rss_gib"].values())
 
 
 def test_every_stage_records_the_same_problems_sample_answers(finished_run):

@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ from .runtime.distributed import (
     run_on_main,
 )
 from .runtime.logging_setup import library_warnings_hidden, setup_logging
+from .runtime.peak_memory import PeakMemory
 from .runtime.run_lock import RunLock
 from .session import RunPlan, Session
 from .session.checks import check_config
@@ -219,6 +221,14 @@ class Run:
         self.best: Any = None  # grpo_training.keep_best: training.selection.BestWeights
         self.grpo_start: float | None = None  # greedy accuracy where GRPO started, on the problems it is scored on
         self.warned_fall = False
+        self.memory = PeakMemory.start()  # each part's peak resident memory, engines and workers included
+
+    @contextlib.contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        """A part of the run whose peak memory summary.json records (``memory``), as soon as it ends."""
+        with self.memory.part(name):
+            yield
+        self.recorder.set(memory=self.memory.record())
 
     def steps(self, options: RunOptions) -> None:
         import transformers  # after the backend (pipeline.run imported Unsloth first when it is the backend)
@@ -228,20 +238,23 @@ class Run:
         sft_done_earlier = options.resume and state.is_done("sft")
         sft_now = not options.skip_sft and not sft_done_earlier
         grpo_now = not options.skip_grpo and not (options.resume and state.is_done("grpo"))
-        self.load_model()  # 1. the model (a builtin demo model is built first)
+        with self.part("load"):
+            self.load_model()  # 1. the model (a builtin demo model is built first)
         self.prepare_grpo_data()  # 2. GRPO data and the held-out problems every evaluation uses
         if self.plan.cuda if options.preflight is None else options.preflight:
             self.preflight(sft_now, grpo_now)  # 2'. one worst-case step per phase: an OOM now, not hours in
         if sft_now:
             if self.config.evaluation.eval_before_sft:
                 self.evaluate("before_sft", -1)  # 3. the untouched model
-            self.train_sft(options.resume)  # 4. SFT, save sft/final, free the trainer's memory
+            with self.part("sft"):
+                self.train_sft(options.resume)  # 4. SFT, save sft/final, free the trainer's memory
         else:
             self.continue_from_sft(record_skip=not sft_done_earlier)  # 4'. sft/final (or the base model)
         if sft_now or (grpo_now and not self.recorder.has_eval("after_sft")):
             self.evaluate("after_sft", 0)  # 5. after SFT = GRPO step 0 (a resumed run keeps its figure)
         if grpo_now:
-            steps = self.train_grpo(options.resume)  # 6. GRPO with periodic evaluation, save the adapter
+            with self.part("grpo"):
+                steps = self.train_grpo(options.resume)  # 6. GRPO with periodic evaluation, save the adapter
             self.evaluate("after_grpo", steps)  # 7. the trained model
         elif not options.skip_grpo:
             self.finish_grpo_earlier(state.load()["grpo"].get("steps", 0))  # 6'. GRPO had finished
@@ -317,7 +330,7 @@ class Run:
         if evaluator is None:
             return
         started = time.perf_counter()  # the engine's start counts: a user waits for it as for the answers
-        with full_weights(self.manager.model) if model is None else contextlib.nullcontext(model) as current:
+        with self.part("evaluation"), full_weights(self.manager.model) if model is None else contextlib.nullcontext(model) as current:
             engine = self.engine
             if isinstance(engine, HFEngine) and current is not self.manager.model:  # the trainer's unwrapped model
                 engine = HFEngine(self.manager, model=current)
@@ -451,7 +464,8 @@ class Run:
         self.engines.release_own()
 
     def free(self) -> None:
-        """End the run's vLLM engines, then drop the model (``Session.free``)."""
+        """End the run's vLLM engines, then drop the model (``Session.free``); stop watching the memory."""
+        self.memory.stop()
         self.session.free()
 
     def save(self, path: Path) -> None:

@@ -75,6 +75,7 @@ class RunRecorder:
             "chat_template": None,  # whose chat template lays out the turns (prompt.template_source), and why
             "grpo_problems": previous.get("grpo_problems"),  # grpo_training.difficulty_band: how problems were kept
             "processes": previous.get("processes"),  # num_processes, launcher, zero_stage: set when the run starts
+            "memory": None,  # each part's peak resident memory, this process and its children (runtime/peak_memory)
             "device": device_description(),
             "cpu": cpu_description(),  # model, kernel flags, torch's vector capability, threads
             "versions": package_versions(),
