@@ -83,7 +83,7 @@ def working_ablation(output_dir: Path) -> dict[str, float]:
                 manager.model, manager.tokenizer, texts, SamplingSettings(greedy=True, max_new_tokens=budget),
                 batch_size=config.evaluation.batch_size,
             )  # fmt: skip
-            correct = [judge.is_correct(prefix + group[0], str(gold)) for group, gold in zip(completions, rows["answer"])]
+            correct = [judge.is_correct(prefix + group[0], row) for group, row in zip(completions, rows, strict=True)]
             accuracy[name] = sum(correct) / len(correct)
     finally:
         session.free()

@@ -25,9 +25,9 @@ def math_verify():
 
 def test_its_verdicts_reach_evaluation_and_the_grading_rewards(math_verify):
     judge = CompletionJudge(PromptConfig(), *build_rewards([{"name": "accuracy"}], PromptConfig()))
-    assert judge.is_correct("so <SOLUTION>\\frac{1}{2}</SOLUTION>", "0.5")
-    assert not judge.is_correct("<SOLUTION>3</SOLUTION>", "4")
-    assert judge.is_correct("the answer is $\\boxed{12}$", "12")  # no slot: math-verify reads the completion
+    assert judge.is_correct("so <SOLUTION>\\frac{1}{2}</SOLUTION>", {"answer": "0.5"})
+    assert not judge.is_correct("<SOLUTION>3</SOLUTION>", {"answer": "4"})
+    assert judge.is_correct("the answer is $\\boxed{12}$", {"answer": "12"})  # no slot: math-verify reads the completion
 
 
 def test_hostile_answers_return_within_its_deadline(math_verify):

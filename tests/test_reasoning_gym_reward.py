@@ -1,5 +1,6 @@
 """The ``reasoning_gym`` reward on the real package: literal completions against real entries, a verifier that
-raises, the reward contract (pickling, threads, a spawned process, hostile text), and evaluation scoring it.
+raises, the reward contract (pickling, threads, a spawned process, hostile text), and evaluation scoring it
+and judging a reasoning-gym row by the same verifier.
 
 Run with ``uv run --extra reasoning-gym pytest -m reasoning_gym``; skipped, saying so, without the extra.
 """
@@ -20,8 +21,8 @@ from llm_finetuning.evaluation.judge import CompletionJudge
 from llm_finetuning.evaluation.scoring import score_problems
 from llm_finetuning.generation import Completion
 from llm_finetuning.rewards import build_rewards, get_reward
-from llm_finetuning.rewards.gym_rewards import _WARNED
-from llm_finetuning.tasks.gym import entry_ref, task_dataset
+from llm_finetuning.tasks import task_for
+from llm_finetuning.tasks.gym import _WARNED, entry_ref, task_dataset
 
 pytestmark = reasoning_gym_marks()
 
@@ -78,7 +79,7 @@ def test_an_entry_whose_json_copy_would_score_wrong_is_rebuilt_exactly():
 
 def test_a_verifier_that_raises_scores_zero_and_warns_once(caplog):
     _WARNED.clear()
-    with caplog.at_level(logging.WARNING, logger="llm_finetuning.rewards.gym_rewards"):
+    with caplog.at_level(logging.WARNING, logger="llm_finetuning.tasks.gym"):
         assert score(["<SOLUTION>{</SOLUTION>"] * 3, FACTOR_REF) == [0.0, 0.0, 0.0]
         assert score(["<SOLUTION>{</SOLUTION>"], FACTOR_REF) == [0.0]
     warnings = [r for r in caplog.records if "prime_factorization raised ValueError" in r.getMessage()]
@@ -104,7 +105,7 @@ def test_an_answer_that_would_compute_forever_scores_zero_at_the_deadline(caplog
     _WARNED.clear()
     reward = get_reward("reasoning_gym", timeout=1.0)
     right = f"<SOLUTION>{task_dataset('countdown', {}, seed=1, size=1)[0]['metadata']['expression']}</SOLUTION>"
-    with caplog.at_level(logging.WARNING, logger="llm_finetuning.rewards.gym_rewards"):
+    with caplog.at_level(logging.WARNING, logger="llm_finetuning.tasks.gym"):
         assert score(["<SOLUTION>9**9**9**9</SOLUTION>"], COUNTDOWN_REF, reward) == [0.0]  # also starts a spare
         assert score([right], COUNTDOWN_REF) == [1.0]  # served by the replacement, once it has started
         started = time.perf_counter()  # a warm spare takes over from now on: the time is the answer's own
@@ -166,3 +167,24 @@ def test_evaluation_scores_it_on_a_held_out_row_as_grpo_does():
     (result,) = score_problems(judge, [row], [group])
     assert result["rewards"] == {"reasoning_gym": [1.0, 0.0]}
     assert result["total_reward"] == [2.0, 0.0]
+
+
+def test_a_reasoning_gym_row_is_judged_right_by_its_verifier_not_the_math_grader():
+    judge = CompletionJudge(PromptConfig())
+    row = {"prompt": [{"role": "user", "content": "4 - 1 ="}], "answer": "3", "reasoning_gym_entry": SUM_REF}
+    graded = {key: value for key, value in row.items() if key != "reasoning_gym_entry"}
+    fraction, plain = DONE.format("\\frac{6}{2}"), DONE.format(" 3 ")
+    assert task_for(row).name == "reasoning_gym" and task_for(graded).name == "graded"
+    assert score([fraction, plain]) == [0.0, 1.0]  # chain_sum's verifier reads decimals, not LaTeX
+    assert [judge.is_correct(text, row) for text in (fraction, plain)] == [False, True]
+    assert [judge.is_correct(text, graded) for text in (fraction, plain)] == [True, True]  # the grader's verdict
+    (result,) = score_problems(judge, [row], [[Completion(fraction, 12, True), Completion(plain, 12, True)]])
+    assert result["correct"] == [False, True]
+
+
+def test_partial_credit_from_a_verifier_is_not_right():
+    entry = task_dataset("gsm_symbolic", {}, seed=0, size=1)[0]
+    row = {"answer": str(entry["answer"]), "reasoning_gym_entry": entry_ref("gsm_symbolic", {}, seed=0, size=1, index=0)}
+    judge = CompletionJudge(PromptConfig())
+    right, near = (f"<SOLUTION>{value}</SOLUTION>" for value in (entry["answer"], int(entry["answer"]) + 1))
+    assert [judge.is_correct(text, row) for text in (right, near)] == [True, False]  # the verifier gave 0.01

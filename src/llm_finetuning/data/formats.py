@@ -189,7 +189,7 @@ def _synthetic(row: dict[str, Any], spec: DatasetSpec) -> Problem:
 def _reasoning_gym(row: dict[str, Any], spec: DatasetSpec) -> Problem:
     """A generated reasoning-gym row (``data/gym_source.py``): its worked solution, if the task has one, and
     the entry's reference, which the ``reasoning_gym`` reward scores against."""
-    keep = ("split", "task", "template", "reasoning_gym_entry", "difficulty")
+    keep = ("split", "task", "template", gym.ENTRY_COLUMN, "difficulty")
     return Problem(
         _clean(row["question"]),
         _answer_or_none(row["answer"]),
@@ -215,7 +215,7 @@ ADAPTERS: dict[str, FormatAdapter] = {
     for adapter in [
         FormatAdapter(
             "reasoning_gym",
-            (("question", "answer", "working", "working_agrees", "split", "reasoning_gym_entry"),),
+            (("question", "answer", "working", "working_agrees", "split", gym.ENTRY_COLUMN),),
             _reasoning_gym,
             has_reasoning=True,
             heldout_column="split",

@@ -112,8 +112,7 @@ def generate_task_rows(cfg: ReasoningGymConfig, task: str, seed: int) -> Dataset
 
 
 _COLUMNS = (
-    "question", "answer", "working", "working_agrees", "split", "task", "template", "reasoning_gym_entry",
-    "difficulty",
+    "question", "answer", "working", "working_agrees", "split", "task", "template", gym.ENTRY_COLUMN, "difficulty",
 )  # fmt: skip
 
 
@@ -160,7 +159,7 @@ def _row(task: str, settings: dict[str, Any], dataset: Any, index: int, rule: Te
         "split": split,
         "task": task,
         "template": rule.template_of(dataset, index) if rule else -1,
-        "reasoning_gym_entry": gym.entry_ref(task, settings, dataset.seed, dataset.size, index),
+        gym.ENTRY_COLUMN: gym.entry_ref(task, settings, dataset.seed, dataset.size, index),
         "difficulty": json.dumps(difficulty(entry), sort_keys=True),
     }
 

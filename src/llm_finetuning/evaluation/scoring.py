@@ -45,9 +45,8 @@ def score_problems(
 def _score_problem(judge: CompletionJudge, index: int, row: dict, group: Sequence[Completion],
                    metadata: list[str]) -> dict[str, Any]:
     texts, gold = [c.text for c in group], str(row["answer"])
-    correct = [judge.is_correct(text, gold) for text in texts]
-    columns = {key: [value] * len(texts) for key, value in row.items() if key not in ("prompt", "answer")}
-    scores = judge.reward_scores([row["prompt"]] * len(texts), texts, [gold] * len(texts), columns)
+    correct = [judge.is_correct(text, row) for text in texts]
+    scores = judge.row_scores(row, texts)
     return {
         "index": index,
         "prompt": row["prompt"][-1]["content"],

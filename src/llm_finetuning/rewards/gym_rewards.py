@@ -4,7 +4,8 @@ Why: the math grader judges numbers and expressions; reasoning-gym's ~100 tasks 
 puzzles) each come with a verifier (``score_answer``, 0 to 1) that knows what a right answer to that task
 looks like. With this reward any task's verifier can drive GRPO beside the grader's rewards.
 
-How: the answer is the text in the answer slot, found by the grader's own rule
+How (``tasks.gym.score_completion``, which evaluation's verdict on these rows uses too): the answer is the
+text in the answer slot, found by the grader's own rule
 (``grading.extract.answer_slot``: the last ``<SOLUTION>…</SOLUTION>``, else ``<answer>…</answer>``, in the
 model's own turn), stripped. The task's verifier scores it against the entry the problem came from, rebuilt
 from the dataset's ``reasoning_gym_entry`` column (``reasoning_gym:<task>`` data has it, and TRL hands every
@@ -21,21 +22,13 @@ kind of failure.
 from __future__ import annotations
 
 import dataclasses
-import json
-import logging
-import math
 from typing import Any
 
-from ..grading.extract import answer_slot
 from ..tasks import gym
 from .base import Reward, RewardParamError
 
 __all__ = ["ReasoningGymScore"]
 __doctest_requires__ = ("reasoning_gym",)  # tests/test_doctests.py skips the examples without the extra
-
-logger = logging.getLogger(__name__)
-
-_WARNED: set[tuple[str, str]] = set()  # (task, kind of failure) warned about in this process
 
 
 @dataclasses.dataclass
@@ -43,6 +36,7 @@ class ReasoningGymScore(Reward):
     """The task's ``score_answer`` on the stripped text in the answer slot; 0 without a slot or when the
     verifier raises. Range 0 … +1.0 (scale it with the reward's ``weight``).
 
+    >>> import json
     >>> from llm_finetuning.tasks.gym import entry_ref
     >>> sums = {"min_terms": 2, "max_terms": 2, "max_digits": 1}
     >>> ref = entry_ref("chain_sum", sums, seed=1, size=1, index=0)
@@ -56,11 +50,11 @@ class ReasoningGymScore(Reward):
 
     name = "reasoning_gym"
     needs_answer = True
-    gold_column = "reasoning_gym_entry"
+    gold_column = gym.ENTRY_COLUMN
 
     solution_start: str = "<SOLUTION>"
     solution_end: str = "</SOLUTION>"
-    timeout: float = 5.0  # seconds of the verifier's time per answer; past it the answer scores 0
+    timeout: float = gym.VERIFY_TIMEOUT_S  # seconds of the verifier's time per answer; past it the answer scores 0
 
     def validate(self) -> None:
         for tag in ("solution_start", "solution_end"):
@@ -75,37 +69,8 @@ class ReasoningGymScore(Reward):
         gym.start_verifier()
 
     def score_completion(self, text: str, gold: Any) -> float:
-        slot = answer_slot(text, self.solution_start, self.solution_end)
-        if slot is None or not slot[1]:
-            return 0.0
-        outcome = gym.verify(str(gold), slot[0].strip(), self.timeout)
-        if not outcome.ok:
-            _warn_once(str(gold), outcome.failure)
-            return 0.0
-        value = outcome.value
-        if not isinstance(value, (int, float)) or not math.isfinite(value):
-            return 0.0
-        return min(1.0, max(0.0, float(value)))
+        return gym.score_completion(text, str(gold), self.solution_start, self.solution_end, self.timeout)
 
     def bounds(self) -> tuple[float, float]:
         return 0.0, 1.0
 
-
-def _warn_once(ref: str, failure: str) -> None:
-    try:
-        task = str(json.loads(ref)["task"])
-    except (ValueError, KeyError, TypeError):
-        task = "(unreadable entry reference)"
-    kind = failure.split(":")[0]  # "timeout", "crashed", "raised ValueError"
-    if (task, kind) not in _WARNED:
-        _WARNED.add((task, kind))
-        logger.warning(
-            "reasoning_gym: the verifier of %s %s; scoring such answers 0", task, _WORDS.get(kind, failure)
-        )
-
-
-_WORDS = {
-    "timeout": "overran its time on an answer (the worker was replaced)",
-    "crashed": "died on an answer (a memory or CPU limit, or a forbidden action)",
-    "not started": "could not start its worker",
-}

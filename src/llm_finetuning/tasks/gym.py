@@ -10,7 +10,9 @@ The data layer makes problems from it (``reasoning_gym:<task>``, ``data/gym_sour
   setting names the setting; builds the task's config only, generates nothing;
 - ``task_dataset(task, settings, seed, size)``: the task's dataset object (entries are made on demand);
 - ``entry_ref(...)`` / ``verify(ref, answer, timeout)``: where an entry comes from, as the JSON a dataset
-  column carries, and the task's verifier on an answer to it. The entry is rebuilt from its reference (the
+  column carries (``ENTRY_COLUMN``), and the task's verifier on an answer to it; ``score_completion`` finds
+  the answer in a completion's answer slot first (what the ``reasoning_gym`` reward and evaluation's verdict
+  on a reasoning-gym row use: ``tasks/judging.py``). The entry is rebuilt from its reference (the
   dataset object is cached per task, settings, seed and size), not stored: a JSON round trip turns the tuples
   some verifiers compare (arc_agi, rearc) into lists, and a right answer would then score 0.05 instead of 1.
 
@@ -33,28 +35,38 @@ import dataclasses
 import functools
 import importlib.util
 import json
+import logging
+import math
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from ..config.data import GYM_PREFIX as PREFIX
 from ..config.data import gym_task as task_of
+from ..grading.extract import answer_slot
 from ..sandbox import Outcome, Service, Worker
 from ..schema import ConfigError, closest
 
 __all__ = [
+    "ENTRY_COLUMN",
     "EXTRA_FIX",
     "PREFIX",
+    "VERIFY_TIMEOUT_S",
     "check_task",
     "entry_ref",
     "package_problem",
+    "score_completion",
     "start_verifier",
     "task_dataset",
     "task_of",
     "verify",
 ]
 
+logger = logging.getLogger(__name__)
+
 EXTRA_FIX = "uv sync --extra reasoning-gym"
+ENTRY_COLUMN = "reasoning_gym_entry"  # the dataset column that holds a row's entry reference
+VERIFY_TIMEOUT_S = 5.0  # seconds of the verifier's time per answer; past it the answer scores 0
 _SET_BY_US = ("seed", "size")  # every task's config has them; data.reasoning_gym sets them
 
 
@@ -166,3 +178,40 @@ def verify(ref: str, answer: str, timeout: float) -> Outcome:
             return built
         _built.add((_VERIFIER.pid, ref))
     return _VERIFIER.call(["score", ref, answer], timeout)
+
+
+def score_completion(completion: str, ref: str, solution_start: str, solution_end: str,
+                     timeout: float = VERIFY_TIMEOUT_S) -> float:  # fmt: skip
+    """The task's verifier on the stripped text in ``completion``'s answer slot (the grader's rule:
+    ``grading.extract.answer_slot``), 0 to 1; 0 without a closed slot, or when the verifier raises, overruns
+    ``timeout`` or hits a limit (one warning per task and kind of failure)."""
+    slot = answer_slot(completion, solution_start, solution_end) if isinstance(completion, str) else None
+    if slot is None or not slot[1]:
+        return 0.0
+    outcome = verify(ref, slot[0].strip(), timeout)
+    if not outcome.ok:
+        _warn_once(ref, outcome.failure)
+        return 0.0
+    value = outcome.value
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0.0
+    return min(1.0, max(0.0, float(value)))
+
+
+_WARNED: set[tuple[str, str]] = set()  # (task, kind of failure) warned about in this process
+_WORDS = {
+    "timeout": "overran its time on an answer (the worker was replaced)",
+    "crashed": "died on an answer (a memory or CPU limit, or a forbidden action)",
+    "not started": "could not start its worker",
+}
+
+
+def _warn_once(ref: str, failure: str) -> None:
+    try:
+        task = str(json.loads(ref)["task"])
+    except (ValueError, KeyError, TypeError):
+        task = "(unreadable entry reference)"
+    kind = failure.split(":")[0]  # "timeout", "crashed", "raised ValueError"
+    if (task, kind) not in _WARNED:
+        _WARNED.add((task, kind))
+        logger.warning("reasoning_gym: the verifier of %s %s; scoring such answers 0", task, _WORDS.get(kind, failure))

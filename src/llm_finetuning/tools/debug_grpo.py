@@ -153,8 +153,9 @@ def hints(overall: dict[str, Any], ctx: HintContext) -> list[dict[str, str]]:
 
 def load_problems(
     config: PipelineConfig, tokenizer: Any, num: int, prompts: Sequence[str], answers: Sequence[str]
-) -> tuple[list[Any], list[str], int | None]:
-    """``(conversations, gold answers, computed completion budget)``: ``--prompt`` texts or validation rows."""
+) -> tuple[list[dict[str, Any]], int | None]:
+    """``(problem rows, computed completion budget)``: ``--prompt`` texts (with their ``--answer``) or validation
+    rows, each with its ``prompt`` (the conversation), ``answer`` and the columns its task and rewards read."""
     if prompts:
         if answers and len(answers) != len(prompts):
             raise PipelineError(
@@ -163,13 +164,14 @@ def load_problems(
         golds = list(answers) or [""] * len(prompts)
         from ..data.processor import conversation
 
-        return [conversation(config.prompt.system_prompt, p) for p in prompts], golds, None
+        return [{"prompt": conversation(config.prompt.system_prompt, p), "answer": gold}
+                for p, gold in zip(prompts, golds, strict=True)], None  # fmt: skip
     from ..data import load_grpo_data
 
     data = load_grpo_data(config, tokenizer)
     rows = data.validation if data.validation is not None else data.train
     rows = rows.select(range(min(num, len(rows))))
-    return list(rows["prompt"]), [str(a) for a in rows["answer"]], data.max_completion_length
+    return [{**row, "answer": str(row["answer"])} for row in rows], data.max_completion_length
 
 
 def diagnose(
@@ -189,7 +191,8 @@ def diagnose(
     loaded = common.load_model(config, adapter, generates=True)
     engine, tokenizer = loaded.engine.name, loaded.manager.tokenizer
     try:
-        conversations, golds, computed = load_problems(config, tokenizer, num, prompts, answers)
+        problems, computed = load_problems(config, tokenizer, num, prompts, answers)
+        conversations = [row["prompt"] for row in problems]
         k = config.grpo_training.num_generations
         budget = generation_budget(config, computed)
         sampling = SamplingSettings.from_config(config, num_samples=k, max_new_tokens=budget, seed=config.seed)
@@ -200,15 +203,11 @@ def diagnose(
     finally:
         loaded.free()
     judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))
-    _show_samples(config.evaluation.sample_answers, judge, conversations, golds, groups)
+    _show_samples(config.evaluation.sample_answers, judge, problems, groups)
     tags = _tags(config, prefilled)
     per_prompt = [
-        {
-            "prompt": conversation[-1]["content"],
-            "answer": gold,
-            **_figures(group, conversation, gold, tags, judge),
-        }
-        for conversation, gold, group in zip(conversations, golds, groups, strict=True)
+        {"prompt": row["prompt"][-1]["content"], "answer": row["answer"], **_figures(group, row, tags, judge)}
+        for row, group in zip(problems, groups, strict=True)
     ]
     overall = overall_figures(per_prompt)
     ctx = HintContext(config.vllm_sampling.temperature, k, sampling.max_new_tokens, adapter is not None,
@@ -231,14 +230,13 @@ def _settings(adapter: str | Path | None, engine: str, sampling: Any) -> dict[st
     }
 
 
-def _show_samples(count: int, judge: Any, conversations: list[Any], golds: list[str], groups: list[Any]) -> None:
+def _show_samples(count: int, judge: Any, problems: list[dict[str, Any]], groups: list[Any]) -> None:
     """The first completion of the first ``count`` groups, shown as every evaluation shows its answers."""
     from ..evaluation.scoring import sample_answers, score_problems
     from ..reporting.progress import log_samples
 
-    rows = [{"prompt": prompt, "answer": gold} for prompt, gold in zip(conversations, golds, strict=True)]
     firsts = [group[:1] for group in groups[:count]]
-    log_samples(sample_answers(score_problems(judge, rows[:count], firsts), count))
+    log_samples(sample_answers(score_problems(judge, problems[:count], firsts), count))
 
 
 def _tags(config: PipelineConfig, prefilled: bool) -> list[str]:
@@ -248,11 +246,11 @@ def _tags(config: PipelineConfig, prefilled: bool) -> list[str]:
     return tags if prefilled else [prompt.reasoning_start, *tags]
 
 
-def _figures(group, conversation, gold, tags, judge) -> dict[str, Any]:
+def _figures(group, row, tags, judge) -> dict[str, Any]:
     texts = [completion.text for completion in group]
-    scores = judge.reward_scores([conversation] * len(texts), texts, [gold] * len(texts))
+    scores = judge.row_scores(row, texts)
     total = judge.total_rewards(scores)
-    correct = [judge.is_correct(text, gold) for text in texts] if gold else []
+    correct = [judge.is_correct(text, row) for text in texts] if row["answer"] else []
     figures = group_figures(texts, [c.finished for c in group], tags, scores, total, correct)
     return {**figures, "completions": texts}
 

@@ -80,15 +80,15 @@ def group_figures(correct: torch.Tensor, total: torch.Tensor, advantages: torch.
 
 def install(trainer: Any, mode: str, tie_weight: float, is_correct: Any) -> None:
     """Give ``trainer`` (a TRL GRPOTrainer) the group figures, and under ``gated`` the gated advantages.
-    ``is_correct(completion_text, gold) -> bool`` is the grader evaluation uses."""
+    ``is_correct(completion_text, row) -> bool`` is evaluation's verdict (the row's task judges it)."""
     calculate, generate = trainer._calculate_rewards, trainer._generate_and_score_completions
     kept: dict[str, torch.Tensor] = {}
 
     def calculate_and_keep(self: Any, inputs: Any, prompts: Any, completions: Any, completion_ids: Any) -> Any:
         rewards = calculate(inputs, prompts, completions, completion_ids)
         texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
-        local = torch.tensor([float(is_correct(text, str(row.get("answer", "")))) for text, row in
-                              zip(texts, inputs, strict=True)], device=rewards.device)  # fmt: skip
+        local = torch.tensor([float(is_correct(text, row)) for text, row in zip(texts, inputs, strict=True)],
+                             device=rewards.device)  # fmt: skip
         kept["rewards"], kept["correct"] = rewards, self.accelerator.gather(local)
         return rewards
 
