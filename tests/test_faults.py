@@ -230,25 +230,23 @@ def test_resume_never_continues_an_earlier_runs_checkpoints(runs, tmp_path):
     assert (tmp_path / "previous_run" / "grpo" / "checkpoint-6").is_dir()  # the earlier run's, set aside
 
 
-def _ctrl_c_heard() -> None:
-    """In the run's process, before it starts: SIGINT's default action back. A background job of a
-    non-interactive shell (a CI script's ``cmd &``) starts with SIGINT ignored, Python then installs no
-    KeyboardInterrupt, and the run would rightly carry on through the test's Ctrl-C."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_ctrl_c_outside_a_training_phase_is_one_line_and_exit_130(tmp_path):
     import signal
 
     overrides = [arg for item in SCHEDULE for arg in ("--set", item)]
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "run_training.py"), "--config", str(TINY_YAML), "--output-dir", str(tmp_path),
-         *overrides, "--set", "data.synthetic.num_train=60000"],  # seconds of data generation: outside any phase
-        cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True, preexec_fn=_ctrl_c_heard,
-    )  # fmt: skip
+    # A background job of a non-interactive shell (a CI script's `cmd &`) starts with SIGINT ignored, and an
+    # ignored signal stays ignored across exec: the run would rightly carry on through the Ctrl-C. A handled
+    # one is reset to its default there, so the run starts as a terminal's would.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "run_training.py"), "--config", str(TINY_YAML), "--output-dir",
+             str(tmp_path), *overrides, "--set", "data.synthetic.num_train=60000"],  # data: outside any phase
+            cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     log = tmp_path / "training.log"
     deadline = time.monotonic() + 120
     while not (log.exists() and "trainable" in log.read_text()):  # the model is loaded; the data comes next

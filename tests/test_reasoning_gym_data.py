@@ -16,11 +16,11 @@ from conftest import reasoning_gym_marks
 
 from llm_finetuning.config import ConfigError, DatasetSpec, PipelineConfig, ReasoningGymConfig
 from llm_finetuning.data import DatasetLoader, DatasetProcessor
-from llm_finetuning.data.gym_source import generate_task_rows, heldout_templates
-from llm_finetuning.data.workings import WORKINGS, agrees
 from llm_finetuning.errors import DataError
 from llm_finetuning.session.checks import check_config
 from llm_finetuning.tasks.gym import task_dataset
+from llm_finetuning.tasks.gym_rows import generate_task_rows, heldout_templates
+from llm_finetuning.tasks.workings import WORKINGS, agrees
 
 pytestmark = reasoning_gym_marks()
 

@@ -8,8 +8,9 @@ processor.py  DatasetProcessor(config, tokenizer).sft_dataset(raw, spec) / .grpo
               load_sft_data(config, tokenizer) / load_grpo_data(config, tokenizer): the config's datasets
 lengths.py    token lengths and the percentile rule for GRPO prompt/completion budgets
 synthetic.py  the offline arithmetic problem generator and the tiny tokenizer's corpus
-gym_source.py problems from a reasoning-gym task (reasoning_gym:<task>), held out by seed, template and question
-workings.py   worked solutions: GSM8K-style ones read into our format, ones the project writes for arithmetic
+
+A reasoning-gym task's problems and worked solutions are the task's own (``tasks/gym_rows.py``,
+``tasks/workings.py``); the loader asks for them by name.
 """
 
 from .formats import ADAPTERS, detect_format, last_boxed

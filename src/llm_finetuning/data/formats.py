@@ -28,7 +28,7 @@ from ..config import DatasetSpec
 from ..errors import DataError
 from ..grading.extract import gold_answer, is_numeric, last_boxed
 from ..tasks import gym
-from .workings import WORKINGS, gsm8k_answer, gsm8k_working
+from ..tasks.workings import WORKINGS, gsm8k_answer, gsm8k_working
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -187,7 +187,7 @@ def _synthetic(row: dict[str, Any], spec: DatasetSpec) -> Problem:
 
 
 def _reasoning_gym(row: dict[str, Any], spec: DatasetSpec) -> Problem:
-    """A generated reasoning-gym row (``data/gym_source.py``): its worked solution, if the task has one, and
+    """A generated reasoning-gym row (``tasks/gym_rows.py``): its worked solution, if the task has one, and
     the entry's reference, which the ``reasoning_gym`` reward scores against."""
     keep = ("split", "task", "template", gym.ENTRY_COLUMN, "difficulty")
     return Problem(

@@ -3,7 +3,7 @@
 Local ``.jsonl`` / ``.json`` / ``.parquet`` / ``.csv`` files (or a folder of one kind of them), local copies
 of Hub datasets (a folder whose README.md declares ``configs``) and Hub ids go through the same
 ``datasets.load_dataset`` call; ``synthetic:<name>`` runs an offline generator instead, and
-``reasoning_gym:<task>`` a reasoning-gym task (``gym_source.py``). A list of subsets
+``reasoning_gym:<task>`` a reasoning-gym task (``tasks/gym_rows.py``). A list of subsets
 (``EleutherAI/hendrycks_math`` has one per subject and no default) is loaded subset by subset and
 concatenated. Rows are shuffled with the seed and capped at ``max_samples``. The format adapter then
 reports what it will change (DAPO's answer instruction), and datasets with a known trap say so
@@ -26,8 +26,8 @@ import yaml
 from ..config import DataConfig, DatasetSpec, ReasoningGymConfig, SyntheticDataConfig
 from ..errors import DataError
 from ..tasks import gym
+from ..tasks.gym_rows import generate_task_rows
 from .formats import ADAPTERS, detect_format
-from .gym_source import generate_task_rows
 from .synthetic import GENERATORS
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 reasoning-gym (the optional extra, ``uv sync --extra reasoning-gym``) generates problems for about 100 task
 families (``reasoning_gym.factory.DATASETS``) and verifies an answer with each task's own ``score_answer``.
-The data layer makes problems from it (``reasoning_gym:<task>``, ``data/gym_source.py``) and the
+``tasks/gym_rows.py`` makes problems from it (``reasoning_gym:<task>``) and the
 ``reasoning_gym`` reward scores answers with it; both come through here:
 
 - ``package_problem()``: why the package cannot be used (not installed), with the fix; cheap, imports nothing;

@@ -2,8 +2,8 @@
 seed, template or question with training.
 
 Why: reasoning-gym has about 100 task families, each with its own verifier, so GRPO can train on any of them
-(the ``reasoning_gym`` reward) and SFT on those with worked solutions (``workings.py``). The evaluation must
-still measure problems the model never saw, and "another seed" alone does not promise that:
+(the ``reasoning_gym`` reward) and SFT on those with worked solutions (``workings.py``). The evaluation
+must still measure problems the model never saw, and "another seed" alone does not promise that:
 
 - **by seed**: reasoning-gym makes entry ``i`` of a dataset from the random stream ``seed + i``, so training
   entries come from ``seed, seed + 1, …`` and held-out ones from ``eval_seed, eval_seed + 1, …`` (default
@@ -36,7 +36,7 @@ import numpy as np
 
 from ..config import ReasoningGymConfig
 from ..errors import DataError
-from ..tasks import gym
+from . import gym
 from .workings import WORKINGS, agrees
 
 if TYPE_CHECKING:
