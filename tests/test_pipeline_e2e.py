@@ -21,6 +21,7 @@ from conftest import ROOT, TEST_SCHEDULE, TINY_YAML, demo_config
 
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.pipeline import RunOptions, run
+from llm_finetuning.reporting.run_outputs import format_table
 from llm_finetuning.training.arguments import GRPO_SETTINGS, SFT_SETTINGS
 
 EVAL_KEYS = {"n", "format_accuracy", "answer_accuracy", "sampled_answer_accuracy", "reasoning_present",
@@ -66,6 +67,7 @@ def test_run_writes_every_output(finished_run):
     memory = summary["memory"]  # each part's peak, this process and its children
     assert set(memory["peak_rss_gib"]) == {"load", "sft", "grpo", "evaluation"}
     assert all(0.1 < peak <= memory["main_process_peak_gib"] + 1 for peak in memory["peak_rss_gib"].values())
+    assert "(peak memory in GiB, this process and its children: loading " in format_table(summary)  # the console's
 
 
 def test_every_stage_records_the_same_problems_sample_answers(finished_run):

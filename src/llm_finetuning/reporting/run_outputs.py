@@ -260,7 +260,13 @@ def format_table(summary: dict[str, Any]) -> str:
     for label, cells in table_rows(summary):
         lines.append(f"{label:<28}" + "".join(f"{cell:>12}" for cell in cells))
     lines.append(f"(held-out problems: {held_out_count(summary)}; adapter: {summary.get('save_path')})")
+    if peaks := (summary.get("memory") or {}).get("peak_rss_gib"):
+        parts = ", ".join(f"{PART_NAMES.get(part, part)} {gib:.1f}" for part, gib in peaks.items())
+        lines.append(f"(peak memory in GiB, this process and its children: {parts})")
     return "\n".join(lines)
+
+
+PART_NAMES = {"load": "loading", "sft": "SFT", "grpo": "GRPO", "evaluation": "evaluations"}
 
 
 def _cell(figures: dict[str, Any] | None, key: str) -> str:
