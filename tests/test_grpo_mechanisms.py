@@ -113,14 +113,20 @@ def test_grpo_trains_on_the_problems_within_the_band_oversampled_and_a_resume_re
 
 
 @pytest.mark.slow
-def test_keep_best_chooses_on_problems_of_its_own_and_says_which_step(tmp_path, tiny_config):
+def test_keep_best_chooses_on_problems_of_its_own_and_guidance_fills_all_wrong_groups(tmp_path, tiny_config):
     from llm_finetuning.pipeline import RunOptions, run
 
     config = tiny_config(*SHORT_GRPO, "grpo_training.keep_best=true", "grpo_training.eval_steps=2",
-                         "evaluation.selection_samples=8", "grpo_training.learning_rate=0.05")  # fmt: skip
+                         "evaluation.selection_samples=8", "grpo_training.learning_rate=0.05",
+                         "grpo_training.guidance=true", "grpo_training.max_completion_length=48")  # fmt: skip
     summary = run(config, RunOptions())
     kept = summary["phases"]["grpo"]["settings"]["kept_step"]
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if r["phase"] == "grpo" and "groups/guided" in r]
+    assert len(steps) == 4 and any(r["groups/guided"] > 0 for r in steps)  # lr 0.05 breaks the policy: all wrong
+    for record in steps:  # every all-wrong group got its worked solution, which the gate scores right
+        assert record["groups/all_wrong"] == 0
+        assert record["groups/signal"] >= record["groups/guided"]
     scored = {r["step"]: r["answer_accuracy"] for r in records
               if r["phase"] == "eval" and r["stage"].startswith("grpo_step_")}
     assert sorted(scored) == [0, 2, 4]  # the start, every eval_steps, the last step: on the selection problems

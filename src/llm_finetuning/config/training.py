@@ -91,6 +91,11 @@ class GRPOTrainingConfig:
         "and the step trains on the groups whose advantages are not all zero first (DAPO's dynamic sampling, one "
         "round; generation costs this many times as much); 1 = off",
     )
+    guidance: bool = option(
+        False, "a group whose completions are all wrong gets its problem's worked solution (the SFT completion) in "
+        "place of its last completion, so a problem the policy cannot solve yet still teaches (off-policy "
+        "guidance); needs GRPO data with worked solutions (reasoning_gym chain_sum, synthetic, gsm8k)",
+    )
     warmup_steps: float = option(0.1, "warmup: a float < 1 is a share of the steps, >= 1 a step count")
     lr_scheduler_type: str = option("linear", "transformers scheduler name")
     weight_decay: float = option(0.001, "AdamW weight decay")

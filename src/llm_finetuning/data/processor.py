@@ -40,12 +40,13 @@ from .loader import DatasetLoader
 if TYPE_CHECKING:
     from datasets import Dataset
 
-__all__ = ["DatasetProcessor", "GRPOData", "conversation", "load_grpo_data", "load_sft_data"]
+__all__ = ["WORKED_COLUMN", "DatasetProcessor", "GRPOData", "conversation", "load_grpo_data", "load_sft_data"]
 
 logger = logging.getLogger(__name__)
 
 LARGE_DATASET = 10_000  # rows from which map() uses data.num_proc worker processes
 _LENGTH, _PARSED, _ANSWERED, _REASONED, _AGREES = "_length", "_parsed", "_answered", "_reasoned", "_agrees"
+WORKED_COLUMN = "worked_completion"  # GRPO rows under grpo_training.guidance: the SFT completion, "" where none
 
 
 @dataclass
@@ -147,6 +148,7 @@ class DatasetProcessor:
             "prompt": self.config.prompt,
             "phase": phase,
             "prefilled": self.prefilled,
+            "worked": phase == "grpo" and self.config.grpo_training.guidance,
         }
         return raw.map(
             _format_batch,
@@ -246,8 +248,10 @@ def _format_batch(
     prompt: PromptConfig,
     phase: str,
     prefilled: bool,
+    worked: bool = False,
 ) -> dict[str, list]:
-    """Adapter rows -> conversation columns plus the flags the stage filters read (picklable for num_proc)."""
+    """Adapter rows -> conversation columns plus the flags the stage filters read (picklable for num_proc);
+    ``worked``: GRPO rows also carry the SFT completion of a worked solution that reaches the answer."""
     adapter = ADAPTERS[adapter_name]
     problems = [adapter.convert(dict(zip(batch, values)), spec) for values in zip(*batch.values())]
     out: dict[str, list] = {
@@ -256,13 +260,17 @@ def _format_batch(
         _PARSED: [bool(p.question) for p in problems],
         _ANSWERED: [p.answer is not None for p in problems],
     }
+    opening = "" if prefilled else prompt.reasoning_start  # the completion carries what the prompt does not
     if phase == "sft":
-        opening = "" if prefilled else prompt.reasoning_start
         out["completion"] = [
             [{"role": "assistant", "content": _completion(opening, p, prompt)}] for p in problems
         ]
         out[_REASONED] = [bool(p.reasoning) for p in problems]
         out[_AGREES] = [p.reasoning_agrees for p in problems]
+    elif worked:
+        out[WORKED_COLUMN] = [
+            _completion(opening, p, prompt) if p.reasoning and p.reasoning_agrees else "" for p in problems
+        ]
     for key in problems[0].metadata if problems else ():
         out[key] = [p.metadata.get(key) for p in problems]
     return out

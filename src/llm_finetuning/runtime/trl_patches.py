@@ -9,7 +9,8 @@ of silently training differently.
 
 | TRL internal | replaced by | so that |
 | --- | --- | --- |
-| ``GRPOTrainer._generate_and_score_completions`` | ``training/advantages.py``, ``training/importance.py``, ``training/oversample.py`` | advantages are gated on correctness; the old log-prob pass is skipped where the ratio is 1; groups with signal are trained first |
+| ``GRPOTrainer._generate_and_score_completions`` | ``training/advantages.py``, ``training/importance.py``, ``training/oversample.py``, ``training/guidance.py`` | advantages are gated on correctness; the old log-prob pass is skipped where the ratio is 1; groups with signal are trained first; guidance sees the step's rows |
+| ``GRPOTrainer._generate_single_turn`` | ``training/guidance.py`` | an all-wrong group gets its problem's worked solution |
 | ``GRPOTrainer._calculate_rewards`` | ``training/advantages.py`` | each reward's column is kept for the gate |
 | ``GRPOTrainer._compute_loss`` | ``training/importance.py`` | the importance-sampling ratio is applied per token |
 | ``GRPOTrainer._get_per_token_logps_and_entropies``, ``GRPOTrainer.compute_loss``, ``SFTTrainer.compute_loss`` | ``training/shared_prompt.py`` | a group's prompt (SFT: a batch's common prefix) is computed once |
@@ -33,6 +34,7 @@ OBJECT_METHODS: dict[str, dict[str, tuple[str, ...]]] = {
     "trl.GRPOTrainer": {
         "_generate_and_score_completions": ("inputs",),
         "_calculate_rewards": ("inputs", "prompts", "completions", "completion_ids_list"),
+        "_generate_single_turn": ("prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"),
         "_compute_loss": ("model", "inputs"),
         "compute_loss": ("model", "inputs", "return_outputs", "num_items_in_batch"),
         "_get_per_token_logps_and_entropies": (

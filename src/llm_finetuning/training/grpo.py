@@ -22,7 +22,7 @@ from ..evaluation.judge import CompletionJudge
 from ..model import ModelManager
 from ..session.plan import RunPlan
 from ..vllm_engine import EngineOwner
-from . import advantages, oversample, shared_prompt
+from . import advantages, guidance, oversample, shared_prompt
 from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
 from .health import GRPOHealth
@@ -93,6 +93,8 @@ class GRPOPhase(TrainingPhase):
         if plan.trl_loss:  # TRL's own loss; Unsloth's compiled trainer has its own
             correct_in_loss(trainer)
         judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
+        if section.guidance:  # first: the advantages and the oversampling see the guided groups
+            guidance.install(trainer, judge.is_correct)
         advantages.install(trainer, section.advantages, section.tie_weight, judge.is_correct)
         if section.oversample > 1:  # after the advantages: it keeps the groups they give signal to
             oversample.install(trainer, section.oversample, self.config.seed)
