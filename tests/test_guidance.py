@@ -32,7 +32,7 @@ def test_a_guided_completion_takes_the_worked_ids_and_unknown_sampling_logprobs(
     assert guide(no_engine, None, [0], lambda slot: [4, 2]) == 1 and no_engine == [[4, 2], [3, 2]]
 
 
-def test_grpo_rows_carry_a_worked_solution_the_judge_accepts_only_when_guidance_is_on(tiny_config, tiny_tokenizer):
+def test_grpo_rows_carry_a_worked_solution_the_judge_accepts_when_guidance_is_on(tiny_config, tiny_tokenizer):
     config = tiny_config(*SIMPLE_SUMS, "grpo_training.guidance=true")
     rows = load_grpo_data(config, tiny_tokenizer).train
     judge = CompletionJudge(config.prompt, *build_rewards(config.rewards, config.prompt))

@@ -56,7 +56,7 @@ def guide(completion_ids: list[list[int]], logprobs: list[list[float | None]] | 
             continue
         completion_ids[slot] = ids
         if logprobs is not None:
-            logprobs[slot] = [None] * len(ids)  # TRL reads None as NaN: no correction on tokens vLLM never sampled
+            logprobs[slot] = [None] * len(ids)  # TRL reads None as NaN: tokens vLLM never sampled go uncorrected
         put += 1
     return put
 
@@ -92,7 +92,8 @@ def install(trainer: Any, is_correct: Callable[[str, dict], bool]) -> None:
         slots = guided_slots(correct, [row.get(WORKED_COLUMN) or "" for row in rows], num_generations)
 
         def worked_ids(slot: int) -> list[int] | None:
-            ids = tokenizer(rows[slot][WORKED_COLUMN], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            ids = tokenizer(rows[slot][WORKED_COLUMN], add_special_tokens=False)["input_ids"]
+            ids = [*ids, tokenizer.eos_token_id]
             return ids if len(ids) <= limit else None
 
         completion_ids, logprobs = list(completion_ids), None if logprobs is None else list(logprobs)
@@ -103,4 +104,3 @@ def install(trainer: Any, is_correct: Callable[[str, dict], bool]) -> None:
 
     replace_method(trainer, "_generate_and_score_completions", score_with_rows)
     replace_method(trainer, "_generate_single_turn", generate_guided)
-
