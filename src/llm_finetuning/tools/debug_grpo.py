@@ -119,7 +119,8 @@ def _all_wrong(overall: dict, ctx: HintContext) -> str | None:
     return (
         f"{overall['all_wrong_groups']:.0%} of groups have no right answer (training accuracy "
         f"{overall['correct']:.0%}): correctness teaches nothing there; train on problems the model sometimes "
-        "solves (grpo_training.difficulty_band), easier problems first, or more SFT"
+        "solves (grpo_training.difficulty_band), give such groups the worked solution (grpo_training.guidance), "
+        "or train SFT longer"
     )
 
 
