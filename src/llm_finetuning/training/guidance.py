@@ -13,7 +13,8 @@ no-grad pass computes its log-probs (the loss's ratio is the policy's own), and 
 it, reports no log-probs for its tokens (NaN: TRL's importance-sampling correction leaves those tokens alone). A
 row without a worked solution (a schema without one, a solution that reaches another answer) or one longer than
 ``max_completion_length`` is left as generated. Training steps only; evaluation never sees it. Every step logs
-``groups/guided``, the share of the step's groups given a worked solution.
+``groups/guided``, the share of the step's groups given a worked solution; the step's other group figures
+(``groups/correct``, ``groups/all_wrong``) count the worked solution as one of the group's answers.
 
     >>> guided_slots([False, False, True, False, False, False], ["w1", "w1", "w1", "", "", ""], group=3)
     []
