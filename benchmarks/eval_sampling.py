@@ -33,8 +33,8 @@ def main() -> None:
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.evaluation.evaluator import Evaluator
     from llm_finetuning.evaluation.judge import CompletionJudge
-    from llm_finetuning.generation.hf import render_prompts
-    from llm_finetuning.generation.vllm import sampling_arguments
+    from llm_finetuning.rollout.hf import render_prompts
+    from llm_finetuning.rollout.vllm import sampling_arguments
     from llm_finetuning.tools.common import load_model
     from llm_finetuning.tools.evaluate import load_held_out
 

@@ -38,8 +38,8 @@ def workload(output_dir: Path, overrides: list[str], problems: int, max_new_toke
     """A manager holding the workload's model, its prompts, and the greedy and sampled settings."""
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data import load_grpo_data
-    from llm_finetuning.generation import SamplingSettings
     from llm_finetuning.model import ModelManager
+    from llm_finetuning.rollout import SamplingSettings
 
     config = PipelineConfig.from_yaml(ROOT / "configs" / "tiny.yaml", [f"output_dir={output_dir}", *overrides])
     manager = ModelManager(config)
@@ -66,9 +66,8 @@ def speed(generate, prompts, settings, rounds: int) -> dict:
 
 
 def engine_speeds(manager, prompts, settings, rounds: int) -> dict:
-    from llm_finetuning.generation import get_engine
-    from llm_finetuning.vllm_engine import EngineOwner, RunningEngine
-    from llm_finetuning.vllm_engine.start import start_engine
+    from llm_finetuning.rollout import EngineOwner, RunningEngine, get_engine
+    from llm_finetuning.rollout.start import start_engine
 
     hf = get_engine("hf", manager)
     batch = manager.config.evaluation.batch_size
@@ -88,9 +87,9 @@ def lora_request_speed(manager, prompts, settings, rounds: int, adapter: Path) -
     from vllm import LLM, SamplingParams
     from vllm.lora.request import LoRARequest
 
-    from llm_finetuning.generation.hf import render_prompts
-    from llm_finetuning.generation.vllm import sampling_arguments
-    from llm_finetuning.vllm_engine.start import engine_arguments, shut_down, single_process_launch
+    from llm_finetuning.rollout.hf import render_prompts
+    from llm_finetuning.rollout.start import engine_arguments, shut_down, single_process_launch
+    from llm_finetuning.rollout.vllm import sampling_arguments
 
     tokenizer = manager.tokenizer
     started = time.perf_counter()
@@ -115,7 +114,7 @@ def lora_request_speed(manager, prompts, settings, rounds: int, adapter: Path) -
 
 
 def _counted(output, tokenizer):
-    from llm_finetuning.generation import Completion
+    from llm_finetuning.rollout import Completion
 
     ignored = {tokenizer.eos_token_id, tokenizer.pad_token_id}
     return Completion("", sum(t not in ignored for t in output.token_ids), output.finish_reason == "stop")

@@ -61,8 +61,8 @@ def time_ours(config, manager, data, funcs, weights, output_dir: Path) -> list[f
     from llm_finetuning.training.grpo import GRPOPhase
 
     timer = StepTimer()
+    from llm_finetuning.rollout import EngineOwner
     from llm_finetuning.session.plan import RunPlan
-    from llm_finetuning.vllm_engine import EngineOwner
 
     plan = RunPlan.resolve(config, manager.backend).with_model(config, manager.model)
     phase = GRPOPhase(config, plan, manager, EngineOwner(config), data, funcs, weights,

@@ -306,9 +306,9 @@ def grpo_trl_defaults(
 
 
 def grpo_ours(config, manager, data, rewards, steps: int, output: Path, split: StepSplit):
+    from llm_finetuning.rollout import EngineOwner
     from llm_finetuning.session.plan import RunPlan
     from llm_finetuning.training.grpo import GRPOPhase
-    from llm_finetuning.vllm_engine import EngineOwner
 
     config = config.with_overrides([f"grpo_training.max_steps={steps}", "grpo_training.eval_strategy=no",
                                     f"grpo_training.save_steps={steps}", f"output_dir={output}"])  # fmt: skip
@@ -334,7 +334,7 @@ def tokens_per_step(history: list[dict], completions_per_step: int) -> list[floa
 def grpo_throughput(args, config) -> dict:
     import trl
 
-    from llm_finetuning.vllm_engine.weights import weights_version  # noqa: F401 - imported before timing starts
+    from llm_finetuning.rollout.weights import weights_version  # noqa: F401 - imported before timing starts
 
     manager, data, rewards = loaded(config, args.adapter)
     adapter_state = {k: v.clone() for k, v in manager.model.state_dict().items() if "lora_" in k}

@@ -58,7 +58,7 @@ def working_ablation(output_dir: Path) -> dict[str, float]:
 
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.evaluation.judge import CompletionJudge
-    from llm_finetuning.generation import (
+    from llm_finetuning.rollout import (
         SamplingSettings,
         generate_completions,
         generation_budget,

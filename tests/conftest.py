@@ -125,9 +125,9 @@ def evaluate_alone(output_dir: Path, saved: str) -> dict[str, float]:
     from llm_finetuning.data import load_grpo_data
     from llm_finetuning.evaluation.evaluator import Evaluator
     from llm_finetuning.evaluation.judge import CompletionJudge
-    from llm_finetuning.generation import get_engine
     from llm_finetuning.model import ModelManager
     from llm_finetuning.rewards import build_rewards
+    from llm_finetuning.rollout import get_engine
 
     config = PipelineConfig.from_yaml(output_dir / "config.yaml")
     manager = ModelManager.load_for_inference(config, output_dir / saved)
@@ -177,7 +177,7 @@ def vllm_runs(tmp_path_factory) -> dict[str, Any]:
 def _engines_watched() -> Iterator[dict[str, Any]]:
     """Weak references to every engine ``EngineOwner.ready`` hands out, counted (alive) when SFT starts."""
     from llm_finetuning.pipeline import Run
-    from llm_finetuning.vllm_engine import EngineOwner
+    from llm_finetuning.rollout import EngineOwner
 
     handed, seen = [], {}
     original_ready, original_sft = EngineOwner.ready, Run.train_sft

@@ -193,11 +193,11 @@ def test_every_name_list_in_the_config_is_its_registrys():
 
     from llm_finetuning.config import DatasetSpec, EvaluationConfig, GRPOTrainingConfig, ModelConfig
     from llm_finetuning.data.formats import ADAPTERS
-    from llm_finetuning.generation.engines import ENGINES
     from llm_finetuning.grading import GRADERS
     from llm_finetuning.model.backend import Rollouts
     from llm_finetuning.model.backends import BACKENDS
     from llm_finetuning.rollout import ROLLOUTS
+    from llm_finetuning.rollout.engines import ENGINES
     from llm_finetuning.training.advantages import ADVANTAGE_MODES
 
     assert _choices(DatasetSpec, "format") == {"auto", *ADAPTERS}

@@ -23,7 +23,7 @@ MUST_HAVE_EXAMPLES = [
     "llm_finetuning.rewards.registry",
     "llm_finetuning.rewards.answer_rewards",
     "llm_finetuning.data.formats",
-    "llm_finetuning.generation.settings",
+    "llm_finetuning.rollout.settings",
     "llm_finetuning.config.explain",
     "llm_finetuning.tools.group_stats",
 ]

@@ -10,8 +10,8 @@ from transformers import AutoModelForCausalLM
 from llm_finetuning.config import PromptConfig
 from llm_finetuning.evaluation.evaluator import Evaluator
 from llm_finetuning.evaluation.judge import CompletionJudge
-from llm_finetuning.generation import SamplingSettings
-from llm_finetuning.generation.engines import HFEngine
+from llm_finetuning.rollout import SamplingSettings
+from llm_finetuning.rollout.engines import HFEngine
 
 PROBLEMS = [{"prompt": [{"role": "user", "content": f"What is {a} + 4?"}], "answer": str(a + 4)} for a in range(3)]
 

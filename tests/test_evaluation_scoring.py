@@ -3,8 +3,8 @@
 from llm_finetuning.config import PromptConfig, RewardConfig
 from llm_finetuning.evaluation.judge import CompletionJudge
 from llm_finetuning.evaluation.scoring import breakdowns, figures, score_problems
-from llm_finetuning.generation import Completion
 from llm_finetuning.rewards import build_rewards
+from llm_finetuning.rollout import Completion
 
 RIGHT = "3 + 4 = 7<end_working_out><SOLUTION>7</SOLUTION>"
 WRONG = "3 + 4 = 8<end_working_out><SOLUTION>8</SOLUTION>"

@@ -9,11 +9,11 @@ import torch
 
 from llm_finetuning.config import ModelConfig
 from llm_finetuning.errors import ModelError
-from llm_finetuning.generation import SamplingSettings, choose_engine, get_engine
-from llm_finetuning.generation.vllm import sampling_arguments
 from llm_finetuning.model import get_backend
+from llm_finetuning.rollout import SamplingSettings, choose_engine, get_engine
+from llm_finetuning.rollout.vllm import sampling_arguments
+from llm_finetuning.rollout.weights import checkpoint_name, model_weights, weights_version
 from llm_finetuning.runtime.hardware import Machine
-from llm_finetuning.vllm_engine.weights import checkpoint_name, model_weights, weights_version
 
 CPU_OPT_IN = "auto: on a CPU vLLM's engine start costs more than it saves for 0.0M parameters"
 
@@ -159,7 +159,7 @@ def test_the_weights_version_moves_with_a_fused_adamw_step():
 def test_seeded_sampling_on_hf_repeats_and_leaves_trainings_random_state_alone(tiny_base, tiny_tokenizer):
     from transformers import AutoModelForCausalLM
 
-    from llm_finetuning.generation import generate_completions
+    from llm_finetuning.rollout import generate_completions
 
     model = AutoModelForCausalLM.from_pretrained(tiny_base)
     prompts = [[{"role": "user", "content": "What is 1 + 2?"}]] * 2

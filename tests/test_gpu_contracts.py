@@ -69,7 +69,7 @@ WHEEL_API: dict[str, tuple[Target, ...]] = {
     ),
 }
 CALLED_TODAY = {"from_pretrained", "get_peft_model", "for_inference", "save_pretrained_merged", "save_pretrained_gguf",
-                "fast_generate", "load_lora"}  # the last two: the unsloth generation engine (generation/vllm.py)
+                "fast_generate", "load_lora"}  # the last two: the unsloth generation engine (rollout/vllm.py)
 LOCK_CHECKED = ("unsloth", "unsloth_zoo", "vllm", "trl")
 
 
@@ -348,7 +348,7 @@ def test_unsloth_still_returns_the_gguf_files_where_export_reads_them():
 @pytest.mark.unsloth
 @wheels
 def test_the_engine_teardown_reaches_what_the_locked_vllm_has():
-    """``vllm_engine.start.shut_down`` calls ``llm.apply_model`` and ``llm.llm_engine.engine_core.shutdown()``
+    """``rollout.start.shut_down`` calls ``llm.apply_model`` and ``llm.llm_engine.engine_core.shutdown()``
     and drops vLLM's per-layer reload state; the GPU build (vLLM 0.31) must have each, and its engine-core
     shutdown must still undo the startup's ``gc.freeze`` (else deleting the engine in-process frees nothing)."""
     apply_model, _ = wheel_function(Target("vllm", "vllm/entrypoints/llm.py", "LLM.apply_model", 1))

@@ -14,7 +14,7 @@ import pytest
 from conftest import SIMPLE_SUMS
 
 from llm_finetuning.config import PipelineConfig
-from llm_finetuning.generation import SamplingSettings
+from llm_finetuning.rollout import SamplingSettings
 from llm_finetuning.schema import ConfigError
 from llm_finetuning.tools.debug_grpo import HintContext, hints, sampling_filters
 from llm_finetuning.training.health import GRPOHealth

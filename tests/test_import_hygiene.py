@@ -28,12 +28,11 @@ MODULES = [
     "llm_finetuning.model",
     "llm_finetuning.data",
     "llm_finetuning.evaluation.evaluator",
-    "llm_finetuning.generation",
+    "llm_finetuning.rollout",
     "llm_finetuning.rewards",
-    "llm_finetuning.vllm_engine",
-    "llm_finetuning.vllm_engine.trl",
-    "llm_finetuning.vllm_engine.unsloth",
-    "llm_finetuning.vllm_engine.server",
+    "llm_finetuning.rollout.trl",
+    "llm_finetuning.rollout.unsloth",
+    "llm_finetuning.rollout.server",
     "llm_finetuning.tools.evaluate",
     "llm_finetuning.tools.infer",
     "llm_finetuning.tools.export",
@@ -136,7 +135,7 @@ def test_no_two_modules_and_no_two_packages_import_each_other():
 
 
 def test_the_model_layer_imports_nothing_from_the_layers_that_use_it():
-    above = {"generation", "evaluation", "training", "vllm_engine", "plan", "pipeline", "tools"}
+    above = {"rollout", "evaluation", "training", "session", "pipeline", "tools"}
     arrows = {(module, target) for module, targets in import_graph().items() if _layer(module) == "model"
               for target in targets if _layer(target) in above}  # fmt: skip
     assert arrows == set()

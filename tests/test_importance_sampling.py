@@ -98,8 +98,8 @@ def test_the_default_recipe_on_a_gpu_gets_the_rules_correction_on_either_backend
 def test_trls_engine_is_started_reporting_the_mode_the_rule_chose(monkeypatch):
     import trl.generation.vllm_generation as trl_generation
 
-    from llm_finetuning.vllm_engine import EngineOwner
-    from llm_finetuning.vllm_engine.trl import EVALUATION_SEQS, trl_engine_start
+    from llm_finetuning.rollout import EngineOwner
+    from llm_finetuning.rollout.trl import EVALUATION_SEQS, trl_engine_start
 
     built = []
     monkeypatch.setattr(trl_generation, "LLM", lambda **arguments: built.append(arguments), raising=False)

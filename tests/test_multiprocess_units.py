@@ -24,11 +24,11 @@ from llm_finetuning.errors import PipelineError
 from llm_finetuning.evaluation.sharding import generate_sharded, shard_batches
 from llm_finetuning.model import get_backend
 from llm_finetuning.reporting.run_outputs import RunRecorder
+from llm_finetuning.rollout.server import wait_for_server
 from llm_finetuning.runtime.logging_setup import setup_logging
 from llm_finetuning.session.checks import check_config
 from llm_finetuning.tools.train import resume_command
 from llm_finetuning.training.callbacks import GracefulStop
-from llm_finetuning.vllm_engine.server import wait_for_server
 
 
 @pytest.mark.parametrize("count, batch_size, ranks, lockstep, expected", [

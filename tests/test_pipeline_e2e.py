@@ -108,8 +108,8 @@ def test_metrics_hold_grpo_signals_and_evaluations(finished_run):
 
 
 def test_saved_adapter_reloads_and_generates(finished_run):
-    from llm_finetuning.generation import SamplingSettings, generate_completions
     from llm_finetuning.model import ModelManager
+    from llm_finetuning.rollout import SamplingSettings, generate_completions
 
     output_dir, _ = finished_run
     config = tiny_config(output_dir)

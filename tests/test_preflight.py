@@ -16,8 +16,8 @@ from llm_finetuning.data import load_grpo_data, load_sft_data
 from llm_finetuning.errors import PipelineError
 from llm_finetuning.model import ModelManager
 from llm_finetuning.rewards import build_rewards
+from llm_finetuning.rollout import EngineOwner
 from llm_finetuning.training.preflight import grpo_lengths, longest_rows, run_preflight, sft_lengths
-from llm_finetuning.vllm_engine import EngineOwner
 
 
 def test_the_longest_rows_come_first_and_ties_keep_their_order():

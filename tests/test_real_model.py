@@ -39,8 +39,8 @@ def test_the_run_learns_the_format_on_a_pretrained_model(run):
 def test_completions_stop_at_the_end_of_the_turn_and_keep_their_tags(run):
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data.processor import conversation
-    from llm_finetuning.generation import SamplingSettings, generate_detailed
     from llm_finetuning.model import ModelManager
+    from llm_finetuning.rollout import SamplingSettings, generate_detailed
 
     config = PipelineConfig.from_yaml(run / "config.yaml")
     manager = ModelManager.load_for_inference(config, run / "grpo_saved_lora")
@@ -91,7 +91,7 @@ def test_the_merged_export_answers_as_the_adapter_does(run, tmp_path):
 
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data.processor import conversation
-    from llm_finetuning.generation import SamplingSettings, generate_completions
+    from llm_finetuning.rollout import SamplingSettings, generate_completions
     from llm_finetuning.tools import export
     from llm_finetuning.tools.common import load_model
 

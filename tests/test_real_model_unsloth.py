@@ -112,7 +112,7 @@ def drive(root: Path) -> dict:
 def _greedy_answers(config_path: Path, adapter: Path) -> dict:
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data.processor import conversation
-    from llm_finetuning.generation import SamplingSettings, generate_detailed
+    from llm_finetuning.rollout import SamplingSettings, generate_detailed
     from llm_finetuning.tools.common import load_model
 
     config = PipelineConfig.from_yaml(config_path)

@@ -70,7 +70,7 @@ def test_rollouts_stop_at_the_end_of_the_turn_with_weights_near_one(run):
 def test_vllm_generates_whole_tags_and_stops_at_eos_with_the_trained_adapter(run):
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data.processor import conversation
-    from llm_finetuning.generation import SamplingSettings
+    from llm_finetuning.rollout import SamplingSettings
     from llm_finetuning.tools.common import load_model
 
     config = PipelineConfig.from_yaml(run / "config.yaml", ["evaluation.engine=vllm"])

@@ -19,8 +19,8 @@ from conftest import reasoning_gym_marks
 from llm_finetuning.config import PromptConfig
 from llm_finetuning.evaluation.judge import CompletionJudge
 from llm_finetuning.evaluation.scoring import score_problems
-from llm_finetuning.generation import Completion
 from llm_finetuning.rewards import build_rewards, get_reward
+from llm_finetuning.rollout import Completion
 from llm_finetuning.tasks import task_for
 from llm_finetuning.tasks.gym import _WARNED, entry_ref, task_dataset
 

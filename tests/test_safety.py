@@ -183,8 +183,8 @@ def test_a_failed_atomic_write_leaves_the_file_and_no_temporary(tmp_path):
 
 
 def test_a_failing_engine_teardown_still_shuts_the_core_and_frees_the_model(caplog):
+    from llm_finetuning.rollout.start import shut_down
     from llm_finetuning.session import Session
-    from llm_finetuning.vllm_engine.start import shut_down
 
     calls = []
 
@@ -222,7 +222,7 @@ def test_an_engine_starts_even_where_stdout_has_no_file_descriptor(monkeypatch):
     import io
     import sys
 
-    from llm_finetuning.vllm_engine.start import stdout_with_a_descriptor
+    from llm_finetuning.rollout.start import stdout_with_a_descriptor
 
     captured = io.StringIO()  # a notebook's or a test's stdout: vLLM 0.31 asks it for fileno()
     monkeypatch.setattr(sys, "stdout", captured)

@@ -240,7 +240,7 @@ def test_merged_export_reloads_and_matches_base_plus_adapter(runs, tmp_path, cap
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from llm_finetuning.data.processor import conversation
-    from llm_finetuning.generation import SamplingSettings, generate_completions
+    from llm_finetuning.rollout import SamplingSettings, generate_completions
     from llm_finetuning.tools.common import load_model
 
     full, lora = runs

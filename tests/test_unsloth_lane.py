@@ -143,8 +143,8 @@ def test_an_adapter_trained_with_unsloth_loads_with_hf_and_gives_the_same_greedy
 
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data.processor import conversation
-    from llm_finetuning.generation import SamplingSettings, generate_completions
     from llm_finetuning.model import ModelManager
+    from llm_finetuning.rollout import SamplingSettings, generate_completions
 
     assert "unsloth" not in sys.modules  # this side is plain transformers + peft
     run_dir = lane["root"] / "run"
@@ -241,7 +241,7 @@ def _unsloth_outputs(config_path: Path, adapter: Path, logits_file: Path) -> lis
 
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data.processor import conversation
-    from llm_finetuning.generation import SamplingSettings, generate_completions
+    from llm_finetuning.rollout import SamplingSettings, generate_completions
     from llm_finetuning.tools.common import load_model
 
     config = PipelineConfig.from_yaml(config_path)

@@ -50,13 +50,13 @@ def problems(manager):
 
 
 def _hf(manager):
-    from llm_finetuning.generation import get_engine
+    from llm_finetuning.rollout import get_engine
 
     return get_engine("hf", manager)
 
 
 def test_greedy_completions_are_identical_on_hf_and_vllm_in_fp32(loaded, manager, problems):
-    from llm_finetuning.generation import SamplingSettings
+    from llm_finetuning.rollout import SamplingSettings
 
     greedy = SamplingSettings(greedy=True, max_new_tokens=TOKENS)
     on_hf = _hf(manager).generate(list(problems["prompt"]), greedy)
@@ -68,7 +68,7 @@ def test_greedy_completions_are_identical_on_hf_and_vllm_in_fp32(loaded, manager
 def test_sampled_accuracy_agrees_within_sampling_noise(loaded, manager, problems):
     from llm_finetuning.evaluation.judge import CompletionJudge
     from llm_finetuning.evaluation.scoring import figures, score_problems
-    from llm_finetuning.generation import SamplingSettings
+    from llm_finetuning.rollout import SamplingSettings
 
     sampling = SamplingSettings.from_config(manager.config, num_samples=K, max_new_tokens=TOKENS, seed=1)
     judge = CompletionJudge(manager.config.prompt)
@@ -87,7 +87,7 @@ def test_sampled_accuracy_agrees_within_sampling_noise(loaded, manager, problems
 def test_a_seed_fixes_the_vllm_samples_and_leaves_trainings_random_state_alone(loaded, manager, problems):
     import torch
 
-    from llm_finetuning.generation import SamplingSettings
+    from llm_finetuning.rollout import SamplingSettings
 
     prompts = list(problems["prompt"])[:4]
     torch.manual_seed(123)
@@ -105,7 +105,7 @@ def test_a_seed_fixes_the_vllm_samples_and_leaves_trainings_random_state_alone(l
 def test_the_engine_generates_with_the_weights_the_model_has_now(loaded, manager, problems):
     import torch
 
-    from llm_finetuning.generation import SamplingSettings
+    from llm_finetuning.rollout import SamplingSettings
 
     greedy = SamplingSettings(greedy=True, max_new_tokens=TOKENS)
     prompts = list(problems["prompt"])[:8]
@@ -135,7 +135,7 @@ def test_shutdown_releases_the_engine_and_its_weights_while_another_holder_keeps
     import torch
     from vllm.distributed import parallel_state
 
-    from llm_finetuning.generation import SamplingSettings
+    from llm_finetuning.rollout import SamplingSettings
 
     loaded.engine.generate(["What is 1 + 1?"], SamplingSettings(greedy=True, max_new_tokens=4))  # engine up
     holder = loaded.engines.running.llm  # another library's reference, as TRL's trainer keeps one
@@ -157,7 +157,7 @@ def test_shutdown_releases_the_engine_and_its_weights_while_another_holder_keeps
 
 def test_a_head_size_vllms_cpu_attention_lacks_is_a_one_line_error(tiny_base, tiny_config):
     from llm_finetuning.errors import ModelError
-    from llm_finetuning.vllm_engine.start import start_engine
+    from llm_finetuning.rollout.start import start_engine
 
     with pytest.raises(ModelError, match=r"head sizes \[32, .*this model's is 16; use engine hf"):
         start_engine(tiny_config(), str(tiny_base), cuda=False)  # the README suite's small model: 32 / 2 heads

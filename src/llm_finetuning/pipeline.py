@@ -32,7 +32,6 @@ from .data import GRPOData, load_grpo_data, load_sft_data
 from .errors import DataError, PipelineError, TrainingInterrupted
 from .evaluation.evaluator import Evaluator, difficulty_scalars
 from .evaluation.judge import CompletionJudge
-from .generation.engines import HFEngine
 from .grading import use_grader
 from .model import Backend, ModelManager
 from .model.adapters import check_replaceable
@@ -42,6 +41,9 @@ from .reporting.report import write_report
 from .reporting.run_outputs import RunRecorder, format_table
 from .reporting.trackers import Trackers
 from .rewards import build_rewards
+from .rollout import EngineOwner
+from .rollout.engines import HFEngine
+from .rollout.server import wait_for_server
 from .runtime.atomic_io import write_text_atomic
 from .runtime.distributed import (
     barrier,
@@ -61,8 +63,6 @@ from .session import RunPlan, Session
 from .session.checks import check_config
 from .training.arguments import check_trainer_settings
 from .training.selection import held_out_warning
-from .vllm_engine import EngineOwner
-from .vllm_engine.server import wait_for_server
 
 logger = logging.getLogger(__name__)
 

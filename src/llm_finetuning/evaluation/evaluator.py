@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import PipelineConfig
-from ..generation import SamplingSettings, generation_budget
-from ..generation.settings import Progress
 from ..reporting.progress import ProgressView, log_samples
+from ..rollout import SamplingSettings, generation_budget
+from ..rollout.settings import Progress
 from .judge import CompletionJudge
 from .scoring import by_difficulty, figures, sample_answers, score_problems
 from .sharding import generate_sharded, own_share

@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from ..generation import Completion
+from ..rollout import Completion
 from .judge import CompletionJudge
 
 # metadata the data layer keeps: MATH's subject/type and level; a reasoning-gym task's difficulty (its own values of

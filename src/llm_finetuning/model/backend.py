@@ -17,7 +17,7 @@ What GRPO generates its completions with (``Backend.rollouts``):
 | ``trl_colocate`` | TRL's vLLM engine in this process (``vllm_mode: colocate``) | started by TRL's trainer |
 | ``trl_server`` | a ``trl vllm-serve`` server (``vllm_mode: server``) | the server's |
 
-The engines' life (start, sleep, weights, teardown) is in ``llm_finetuning.vllm_engine``.
+The engines' life (start, sleep, weights, teardown) is in ``llm_finetuning.rollout``.
 """
 
 from __future__ import annotations
@@ -105,10 +105,6 @@ class Backend(ABC):
 
     def rollouts(self, config: PipelineConfig) -> Rollouts:
         return self.choose_rollouts(config)[0]
-
-    def rollout_arguments(self, config: PipelineConfig) -> dict[str, Any]:
-        """TRL's settings for an engine TRL starts itself (none when the model brings its own)."""
-        return {}
 
     # Generation and memory
 

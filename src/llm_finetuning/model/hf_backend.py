@@ -23,7 +23,6 @@ import torch
 
 from ..config import ModelConfig, PipelineConfig
 from ..errors import ModelError
-from ..rollout import ROLLOUTS
 from .backend import Backend, Rollouts
 from .hardware import gradient_checkpointing, resolve_dtype, vllm_pays_off
 from .shape import parameter_count
@@ -187,14 +186,6 @@ class HFBackend(Backend):
                 return "generate", f"auto: {why}"
             reason = f"auto: {why}"
         return ("trl_server" if section.vllm_mode == "server" else "trl_colocate"), reason
-
-    def rollout_arguments(self, config: PipelineConfig) -> dict[str, Any]:
-        if not ROLLOUTS[self.rollouts(config)].uses_vllm:
-            return {}
-        return {  # a second full copy of the weights beside the training model: not Unsloth's shared-weight share
-            "vllm_gpu_memory_utilization": config.grpo_training.vllm_gpu_memory_utilization,
-            "vllm_max_model_length": config.model.max_seq_length,
-        }
 
     def vllm_refusal(self, model_config: ModelConfig) -> str | None:
         if model_config.load_in_4bit:

@@ -12,8 +12,8 @@ our chat template. Saves are atomic (``adapters.atomic_directory``) and carry th
     manager.free()
     infer = ModelManager.load_for_inference(cfg, "outputs/sft/final")   # infer.model, infer.tokenizer
 
-What generates with the model is not the manager's: the generation engines are in ``generation/``, and any
-vLLM engine (Unsloth's on the model included) is owned and torn down by ``vllm_engine.EngineOwner``.
+What generates with the model is not the manager's: the generation engines are in ``rollout/``, and any
+vLLM engine (Unsloth's on the model included) is owned and torn down by ``rollout.EngineOwner``.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ class ModelManager:
         """Drop the model and tokenizer, collect garbage and empty the CUDA cache.
 
         Callers must drop their own references (trainers, local variables) for the memory to come back; a vLLM
-        engine beside the model is the ``vllm_engine.EngineOwner``'s to shut down.
+        engine beside the model is the ``rollout.EngineOwner``'s to shut down.
         """
         self.model = self.tokenizer = None
         free_memory()

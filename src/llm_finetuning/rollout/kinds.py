@@ -15,6 +15,10 @@ compares kind names (the backend chooses the kind: ``Backend.choose_rollouts``; 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..config import PipelineConfig
 
 __all__ = ["ROLLOUTS", "RolloutKind"]
 
@@ -30,6 +34,16 @@ class RolloutKind:
     trl_server: bool  # a trl vllm-serve server (checked before the model loads)
     trl_loss: bool  # TRL's own GRPO loss trains on these vLLM rollouts (Unsloth's compiled trainer has its own)
     sets_logprob_mode: bool  # we choose what log-probs the engine reports (raw or processed)
+
+    def trl_arguments(self, config: PipelineConfig) -> dict[str, Any]:
+        """TRL's settings for the vLLM engine TRL talks to (its colocated one, or a server): none for
+        ``model.generate`` or an engine the model brings (Unsloth's shares the model's weights)."""
+        if not (self.trl_engine or self.trl_server):
+            return {}
+        return {  # a second full copy of the weights beside the training model: not Unsloth's shared-weight share
+            "vllm_gpu_memory_utilization": config.grpo_training.vllm_gpu_memory_utilization,
+            "vllm_max_model_length": config.model.max_seq_length,
+        }
 
 
 ROLLOUTS = {kind.name: kind for kind in (

@@ -12,7 +12,7 @@ their info messages — with each library's own switch, and routes their records
 library's warning goes to training.log only (the console says at the end how many there were), unless we know
 it better and say it in our words (``LIBRARY_MESSAGES``); Python warnings raised inside installed packages
 likewise. vLLM's own handler is off (``VLLM_CONFIGURE_LOGGING=0``), so its records take the same way; what its
-C++ side prints while an engine starts goes to training.log too (``vllm_engine.start``). ``--verbose`` leaves the
+C++ side prints while an engine starts goes to training.log too (``rollout.start``). ``--verbose`` leaves the
 libraries as they come, on the console.
 """
 

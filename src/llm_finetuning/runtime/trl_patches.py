@@ -14,8 +14,8 @@ of silently training differently.
 | ``GRPOTrainer._calculate_rewards`` | ``training/advantages.py`` | each reward's column is kept for the gate |
 | ``GRPOTrainer._compute_loss`` | ``training/importance.py`` | the importance-sampling ratio is applied per token |
 | ``GRPOTrainer._get_per_token_logps_and_entropies``, ``GRPOTrainer.compute_loss``, ``SFTTrainer.compute_loss`` | ``training/shared_prompt.py`` | a group's prompt (SFT: a batch's common prefix) is computed once |
-| ``VLLMGeneration.sync_weights`` | ``vllm_engine/trl.py`` | weights reach an engine the run owns (and vLLM's CPU build) |
-| ``trl.generation.vllm_generation.LLM`` (around the engine's start) | ``vllm_engine/trl.py`` | the engine gets the training dtype, our log-prob mode, eager mode on a CPU and room for evaluation |
+| ``VLLMGeneration.sync_weights`` | ``rollout/trl.py`` | weights reach an engine the run owns (and vLLM's CPU build) |
+| ``trl.generation.vllm_generation.LLM`` (around the engine's start) | ``rollout/trl.py`` | the engine gets the training dtype, our log-prob mode, eager mode on a CPU and room for evaluation |
 | ``trl.trainer.utils._ChunkedLogProbFunction`` | ``training/trl_compat.py`` | TRL's Triton kernel has a PyTorch fallback without a GPU |
 """
 

@@ -25,11 +25,11 @@ from typing import Any
 
 from ..config import PipelineConfig
 from ..model import Backend, ModelManager, base_model_path, choose_backend
+from ..rollout import EngineOwner
+from ..rollout.unsloth import request_standby
 from ..runtime.distributed import deepspeed_config_before_load, main_process_first
 from ..runtime.hardware import Machine
 from ..runtime.logging_setup import quiet_libraries
-from ..vllm_engine import EngineOwner
-from ..vllm_engine.unsloth import request_standby
 from .plan import RunPlan
 
 __all__ = ["Session"]
@@ -89,7 +89,7 @@ class Session:
     def open_engine(self, *, trains: bool = False) -> tuple[Any, str]:
         """What evaluation (or a tool) generates with, ``evaluation.engine``'s choice, and why; a run that
         trains shares TRL's engine when GRPO's rollouts use one."""
-        from ..generation import open_engine
+        from ..rollout import open_engine
 
         self.engine, self.engine_reason = open_engine(
             self.config.evaluation.engine, self.manager, self.engines,

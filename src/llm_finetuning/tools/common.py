@@ -1,7 +1,7 @@
 """What the tools share beyond the library: their config flags, the trained weights a run left, model loading.
 
 Every tool takes ``--config`` and ``--set SECTION.FIELD=VALUE`` like ``run_training.py`` (``tools/train.py``), loads the
-model through ``ModelManager``, generates through ``generation`` and judges through ``evaluation``, so a tool
+model through ``ModelManager``, generates through ``rollout`` and judges through ``evaluation``, so a tool
 sees the model exactly as training and evaluation do. Tools that generate take ``--engine auto|hf|vllm``
 (default: the config's ``evaluation.engine``); a tool loads a vLLM engine only when it generates on it, so
 ``export`` or ``--engine hf`` never reserves GPU memory for Unsloth's engine.

@@ -185,9 +185,9 @@ def diagnose(
 ) -> dict[str, Any]:
     """Generate GRPO groups with the trained model and return the report (``prompts``, ``overall``, ``hints``)."""
     from ..evaluation.judge import CompletionJudge
-    from ..generation import SamplingSettings, generation_budget, render_prompts
     from ..reporting.progress import ProgressView
     from ..rewards import build_rewards
+    from ..rollout import SamplingSettings, generation_budget, render_prompts
 
     loaded = common.load_model(config, adapter, generates=True)
     engine, tokenizer = loaded.engine.name, loaded.manager.tokenizer

@@ -113,9 +113,9 @@ def evaluate(
     from ..evaluation.evaluator import Evaluator
     from ..evaluation.judge import CompletionJudge
     from ..evaluation.scoring import breakdowns, figures, sample_answers
-    from ..generation import generation_budget
     from ..reporting.progress import log_samples
     from ..rewards import build_rewards
+    from ..rollout import generation_budget
 
     if k < 1:
         raise PipelineError(f"--k must be >= 1 (got {k})")

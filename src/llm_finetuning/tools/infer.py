@@ -50,7 +50,7 @@ class TrainedModel:
     def solve_many(self, problems: Sequence[str]) -> list[tuple[str, str | None, str]]:
         """``(reasoning, answer, completion)`` per question, generated in batches."""
         from ..data.processor import conversation
-        from ..generation import SamplingSettings
+        from ..rollout import SamplingSettings
 
         system_prompt = self.config.prompt.system_prompt
         conversations = [conversation(system_prompt, problem) for problem in problems]
@@ -81,7 +81,7 @@ def load_trained(
         config = PipelineConfig.from_yaml(config, list(overrides))
     elif overrides:
         config = config.with_overrides(list(overrides))
-    from ..generation import generation_budget
+    from ..rollout import generation_budget
 
     path = Path(adapter) if adapter is not None else common.default_adapter(config)
     loaded = common.load_model(config, path, generates=True)

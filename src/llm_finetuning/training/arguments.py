@@ -165,7 +165,7 @@ def grpo_arguments(
         "log_completions": False,
         **resolved_against_unsloth(section, unsloth_compiled=hasattr(GRPOConfig, "_unsloth_patched_rl_config")),
         "vllm_importance_sampling_correction": plan.importance.correction,
-        **plan.backend.rollout_arguments(config),  # TRL's own engine; Unsloth brings its engine with the model
+        **plan.rollout.trl_arguments(config),  # TRL's own engine; Unsloth brings its engine with the model
     }
     if use_vllm:
         arguments.update(vllm_mode=section.vllm_mode, vllm_enable_sleep_mode=section.vllm_enable_sleep_mode)

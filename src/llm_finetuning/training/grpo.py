@@ -3,7 +3,7 @@
 Rewards and weights come from the registry; sampling from ``vllm_sampling``; what generates the rollouts is
 the run's plan (``RunPlan.rollouts``, the backend's choice: Unsloth's engine on the model, TRL's vLLM engine, or
 ``model.generate``). TRL's colocated engine on the hf backend is started with the log-prob mode the
-importance-sampling rule chose and handed to the run's ``EngineOwner`` (``vllm_engine/trl.py``), so evaluations
+importance-sampling rule chose and handed to the run's ``EngineOwner`` (``rollout/trl.py``), so evaluations
 share it. Where exact, the log-prob passes compute each group's prompt once (``shared_prompt.py``). Evaluation
 on the validation problems runs every ``eval_steps`` from a callback, greedy, with the same judge as the
 before/after evaluations. Checkpoints go to ``<output_dir>/grpo/``.
@@ -20,8 +20,8 @@ from ..config import PipelineConfig
 from ..data import GRPOData
 from ..evaluation.judge import CompletionJudge
 from ..model import ModelManager
+from ..rollout import EngineOwner
 from ..session.plan import RunPlan
-from ..vllm_engine import EngineOwner
 from . import advantages, guidance, oversample, shared_prompt
 from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
@@ -79,7 +79,7 @@ class GRPOPhase(TrainingPhase):
         if not plan.trl_engine:
             trainer = self._trainer(GRPOTrainer, GRPOConfig(**arguments))
         else:
-            from ..vllm_engine import trl
+            from ..rollout import trl
 
             made = GRPOConfig(**arguments)
             made.device  # noqa: B018 - accelerate's process state is decided here, before TRL's engine start

@@ -32,8 +32,8 @@ from ..data import GRPOData
 from ..errors import PipelineError
 from ..model import ModelManager
 from ..model.hardware import free_memory
+from ..rollout import EngineOwner
 from ..session.plan import RunPlan
-from ..vllm_engine import EngineOwner
 from . import trl_compat
 from .callbacks import TrainingProgress
 from .phase import release

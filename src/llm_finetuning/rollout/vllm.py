@@ -8,7 +8,7 @@ requests drawn from torch's generator seeded with ``seed`` (``settings.seeded_dr
 vLLM samples a request with a seed of its own from a generator of its own, one request at a time, which made
 sampled evaluation 1.2-1.4x slower on its CPU build (docs/benchmarks.md).
 
-The engines themselves (start, weights, sleep, teardown) are the ``vllm_engine.EngineOwner``'s: ``vllm`` asks
+The engines themselves (start, weights, sleep, teardown) are the ``rollout.EngineOwner``'s: ``vllm`` asks
 it for a ready engine before each generation.
 """
 
@@ -40,7 +40,7 @@ class VLLMEngine:
     name = "vllm"
 
     def __init__(self, manager: Any, engines: Any) -> None:
-        self.manager, self.engines = manager, engines  # ModelManager, vllm_engine.EngineOwner
+        self.manager, self.engines = manager, engines  # ModelManager, rollout.EngineOwner
 
     def generate(
         self, prompts: Sequence[Conversation | str], sampling: SamplingSettings, *, batch_size: int = 32,

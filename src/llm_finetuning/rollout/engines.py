@@ -122,7 +122,7 @@ def _parameters(model: Any) -> int | None:
 def open_engine(choice: str, manager: Any, engines: Any, *, rollouts_use_vllm: bool = False) -> tuple[Any, str]:
     """The generation engine ``choice`` picks for the manager's loaded model, and why (logged).
 
-    ``engines`` is the run's ``vllm_engine.EngineOwner``, which the vllm engine asks for a ready engine.
+    ``engines`` is the run's ``rollout.EngineOwner``, which the vllm engine asks for a ready engine.
     """
     from ..runtime.distributed import read_launch
 
