@@ -118,7 +118,7 @@ def test_keep_best_chooses_on_problems_of_its_own_and_guidance_fills_all_wrong_g
 
     config = tiny_config(*SHORT_GRPO, "grpo_training.keep_best=true", "grpo_training.eval_steps=2",
                          "evaluation.selection_samples=8", "grpo_training.learning_rate=0.05",
-                         "grpo_training.guidance=true", "grpo_training.max_completion_length=48")  # fmt: skip
+                         "grpo_training.guidance=true")  # fmt: skip
     summary = run(config, RunOptions())
     kept = summary["phases"]["grpo"]["settings"]["kept_step"]
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

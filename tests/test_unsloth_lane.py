@@ -106,7 +106,7 @@ def test_unsloth_trains_through_its_cpu_mode_and_says_why_vllm_is_off(lane):
     assert lane["sft_trainer_is_unsloths"] is True  # CPU mode swapped trl.SFTTrainer for its subclass
 
 
-def test_skip_sft_continues_from_the_unsloth_sft_adapter(lane):
+def test_skip_sft_continues_from_the_unsloth_sft_adapter_with_guidance(lane):
     passed(lane, "skip_sft")
     first = json.loads((lane["root"] / "run" / "summary.json").read_text())
     second = json.loads((lane["root"] / "skip_sft" / "summary.json").read_text())
@@ -114,6 +114,10 @@ def test_skip_sft_continues_from_the_unsloth_sft_adapter(lane):
     assert second["phases"]["grpo"]["steps"] == GRPO_STEPS
     for greedy in ("format_accuracy", "answer_accuracy", "avg_reasoning_length"):  # same SFT weights, greedy
         assert second["eval"]["after_sft"][greedy] == first["eval"]["after_sft"][greedy]
+    steps = [json.loads(line) for line in (lane["root"] / "skip_sft" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in steps if r["phase"] == "grpo" and "reward" in r]
+    assert len(steps) == GRPO_STEPS  # guidance reached Unsloth's compiled trainer: every all-wrong group was filled
+    assert all("groups/guided" in r and r["groups/all_wrong"] == 0 for r in steps)
 
 
 def test_infer_evaluate_and_merged_export_run_on_the_unsloth_backend(lane):
@@ -220,7 +224,7 @@ def drive(root: Path) -> dict:
     if steps["run"]["rc"] != 0:
         return record
     shutil.copytree(run_dir, copy)
-    steps["skip_sft"] = run_step(cli.main, run_arguments(copy, "--skip-sft"))
+    steps["skip_sft"] = run_step(cli.main, run_arguments(copy, "--skip-sft", "--set", "grpo_training.guidance=true"))
     config, adapter = str(run_dir / "config.yaml"), str(run_dir / "grpo_saved_lora")
     steps["infer"] = run_step(infer.main, ["--config", config, QUESTIONS[0]])
     steps["evaluate"] = run_step(evaluate.main, ["--config", config, "--adapter", adapter,
