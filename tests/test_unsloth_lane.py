@@ -115,9 +115,9 @@ def test_skip_sft_continues_from_the_unsloth_sft_adapter_with_guidance(lane):
     for greedy in ("format_accuracy", "answer_accuracy", "avg_reasoning_length"):  # same SFT weights, greedy
         assert second["eval"]["after_sft"][greedy] == first["eval"]["after_sft"][greedy]
     steps = [json.loads(line) for line in (lane["root"] / "skip_sft" / "metrics.jsonl").read_text().splitlines()]
-    steps = [r for r in steps if r["phase"] == "grpo" and "reward" in r]
-    assert len(steps) == GRPO_STEPS  # guidance reached Unsloth's compiled trainer: every all-wrong group was filled
-    assert all("groups/guided" in r and r["groups/all_wrong"] == 0 for r in steps)
+    steps = [r for r in steps if r["phase"] == "grpo" and "reward" in r]  # logged every 5 steps: the last one
+    assert steps and all("groups/guided" in r for r in steps)  # guidance reached Unsloth's compiled trainer
+    assert all(r["groups/all_wrong"] == 0 for r in steps)  # and filled every all-wrong group
 
 
 def test_infer_evaluate_and_merged_export_run_on_the_unsloth_backend(lane):
