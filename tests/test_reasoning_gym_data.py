@@ -59,6 +59,11 @@ def streams(rows) -> set[int]:
          "data.reasoning_gym.settings.chain_sum: chain_sum refuses these settings (max_terms must be >= min_terms)"),
         ({"grpo": {"name": "reasoning_gym:chain_sum"}, "reasoning_gym": {"settings": {"chain_sum": {"seed": 1}}}},
          "data.reasoning_gym.settings.chain_sum.seed: set data.reasoning_gym.seed / num_train instead"),
+        ({"grpo": {"name": "reasoning_gym:chain_sum", "train_settings": {"min_digit": 2}}},
+         "data.grpo.train_settings.min_digit: unknown setting of chain_sum; did you mean min_digits?"),
+        ({"grpo": {"name": "reasoning_gym:chain_sum", "train_settings": {"min_digits": 3}},
+          "reasoning_gym": {"settings": {"chain_sum": {"max_digits": 2}}}},
+         "data.grpo.train_settings: chain_sum refuses these settings"),
     ],
 )  # fmt: skip
 def test_unknown_tasks_and_settings_are_one_line_config_errors_naming_the_closest(data, message):
@@ -106,6 +111,30 @@ def test_a_task_without_templates_is_held_out_by_seed_and_question(seed):
     assert {r["template"] for r in train + heldout} == {-1}
     assert not {r["question"] for r in heldout} & {r["question"] for r in train}
     assert not streams(heldout) & streams(train)
+
+
+CHAIN_SUMS = {"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 2}
+
+
+def test_training_on_problems_of_its_own_settings_keeps_the_held_out_problems_and_none_of_them():
+    cfg = ReasoningGymConfig(num_train=300, num_eval=60, settings={"chain_sum": CHAIN_SUMS})
+    plain_train, heldout = split(generate_task_rows(cfg, "chain_sum", 0))
+    train, own_heldout = split(generate_task_rows(cfg, "chain_sum", 0, {"min_digits": 2}))
+    assert own_heldout == heldout  # measured on the same problems
+    assert len(train) == 300 and train != plain_train
+    assert {json.loads(row["difficulty"])["num_digits"] for row in train} == {2}
+    assert {json.loads(row["difficulty"])["num_digits"] for row in heldout} == {1, 2}
+    assert not {row["question"] for row in train} & {row["question"] for row in heldout}
+    assert not streams(heldout) & streams(train)
+    for row in train[:20]:  # each reference rebuilds its entry with the dataset's settings (its verifier's entry)
+        ref = json.loads(row["reasoning_gym_entry"])
+        assert ref["settings"] == {**CHAIN_SUMS, "min_digits": 2}
+        assert task_dataset("chain_sum", ref["settings"], ref["seed"], ref["size"])[ref["index"]]["question"] == row["question"]
+
+
+def test_train_settings_belong_to_generated_reasoning_gym_data():
+    with pytest.raises(ConfigError, match=r"^data.grpo.train_settings: .*reasoning_gym:<task>"):
+        PipelineConfig.from_dict({"data": {"grpo": {"name": "gsm8k", "train_settings": {"min_digits": 2}}}})
 
 
 def test_same_config_and_seed_same_rows_other_seed_other_rows():

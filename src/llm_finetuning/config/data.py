@@ -43,6 +43,12 @@ class DatasetSpec:
     keep_answer_instruction: bool = option(
         False, 'format=dapo: keep DAPO\'s "Answer: $Answer" instruction in prompts (default: stripped)'
     )
+    train_settings: dict[str, Any] | None = option(
+        None,
+        "reasoning_gym:<task>: settings of this dataset's training problems, over data.reasoning_gym.settings "
+        "(e.g. GRPO on two-digit sums only: {min_digits: 2}); held-out problems keep those settings and no "
+        "training problem is a held-out question",
+    )
 
     def __post_init__(self) -> None:
         if self.max_samples is not None:
@@ -57,6 +63,11 @@ class DatasetSpec:
             not generated or self.format in ("auto", "reasoning_gym"),
             "format",
             f"{self.name} generates reasoning-gym problems: use format reasoning_gym (got {self.format})",
+        )
+        require(
+            self.train_settings is None or (generated and isinstance(self.train_settings, Mapping)),
+            "train_settings",
+            f'a mapping of a reasoning-gym task\'s settings, for a "reasoning_gym:<task>" name (got {self.name!r})',
         )
 
 

@@ -117,7 +117,7 @@ class DatasetLoader:
         """Generated rows; ``max_samples`` caps the training rows, the held-out rows are always all kept."""
         task = gym.task_of(self.spec.name)
         if task is not None:
-            dataset = generate_task_rows(self.reasoning_gym, task, self.seed)
+            dataset = generate_task_rows(self.reasoning_gym, task, self.seed, self.spec.train_settings)
         else:
             kind = self.spec.name[len(SYNTHETIC_PREFIX) :]
             if kind not in GENERATORS:

@@ -65,6 +65,11 @@ def _check_tasks(data: DataConfig) -> None:
             gym.check_task(task, {}, f"data.{key}.name")
     for name, values in data.reasoning_gym.settings.items():
         gym.check_task(name, values, f"data.reasoning_gym.settings.{name}")
+    for key, spec in (("sft", data.sft), ("grpo", data.grpo)):
+        task = named[key]
+        if task and spec.train_settings is not None:
+            merged = {**data.reasoning_gym.settings.get(task, {}), **spec.train_settings}
+            gym.check_task(task, merged, f"data.{key}.train_settings")
 
 
 def _check_generation_batch(config: PipelineConfig) -> None:

@@ -22,13 +22,17 @@ none) and ``working_agrees`` (it reaches the entry's answer), ``split`` ("train"
 its task varies, as JSON: ``{"num_terms": 3, "num_digits": 2}`` for chain_sum; evaluation reports accuracy per
 value). Training rows come first. Same config and seed, same rows.
 
+A dataset may train on problems of its own settings (``data.grpo.train_settings``, e.g. GRPO on the two-digit
+sums only): its training rows are then drawn with those, skipping every held-out question, and its held-out rows
+are the ones above, so the measure does not move with the training distribution.
+
     rows = generate_task_rows(ReasoningGymConfig(num_train=500, num_eval=50), "gsm_symbolic", seed=0)
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -89,8 +93,13 @@ def heldout_templates(task: str, share: float, seed: int) -> frozenset[int]:
     return frozenset(templates[i] for i in chosen)
 
 
-def generate_task_rows(cfg: ReasoningGymConfig, task: str, seed: int) -> Dataset:
-    """``cfg.num_train`` training rows, then ``cfg.num_eval`` held-out rows (module docstring)."""
+def generate_task_rows(
+    cfg: ReasoningGymConfig, task: str, seed: int, train_settings: Mapping[str, Any] | None = None
+) -> Dataset:
+    """``cfg.num_train`` training rows, then ``cfg.num_eval`` held-out rows (module docstring). With
+    ``train_settings`` (a dataset's own, over the task's settings), the training rows are drawn with those
+    instead, from the same streams, skipping every held-out question; the held-out rows stay the ones the
+    task's settings give, so a run that trains on other problems is still measured on the same ones."""
     from datasets import Dataset
 
     seed = cfg.seed if cfg.seed is not None else seed
@@ -107,8 +116,23 @@ def generate_task_rows(cfg: ReasoningGymConfig, task: str, seed: int) -> Dataset
                       style=cfg.working)
         _check_streams(task, (seed, train.size), (eval_seed, evals.size))
         _check_count(task, evals, cfg.num_eval, "held-out problems unlike every training problem", "num_eval")
+    if train_settings is not None:
+        train = _own_training(cfg, task, seed, {**settings, **train_settings}, heldout, evals)
+        if evals:
+            _check_streams(task, (seed, train.size), (eval_seed, evals.size))
     rows = train.rows + (evals.rows if evals else [])
     return Dataset.from_dict({key: [row[key] for row in rows] for key in _COLUMNS})
+
+
+def _own_training(cfg: ReasoningGymConfig, task: str, seed: int, settings: dict[str, Any],
+                  heldout: frozenset[int], evals: _Draw | None) -> _Draw:  # fmt: skip
+    """Training rows drawn with a dataset's own settings: outside the held-out templates and questions."""
+    unseen = frozenset(row["question"] for row in evals.rows) if evals else frozenset()
+    train = _draw(task, settings, seed, cfg.num_train,
+                  lambda row: row["template"] not in heldout and row["question"] not in unseen, style=cfg.working)
+    _check_count(task, train, cfg.num_train, "training problems of the dataset's train_settings outside the "
+                 "held-out problems", "num_train")  # fmt: skip
+    return train
 
 
 _COLUMNS = (
