@@ -128,7 +128,8 @@ class DatasetLoader:
             splits = dataset["split"]
             train = [i for i, split in enumerate(splits) if split == "train"][: self.spec.max_samples]
             dataset = dataset.select(train + [i for i, split in enumerate(splits) if split != "train"])
-        logger.info("%s: generated %d rows (seed %d)", self.spec.name, len(dataset), self.seed)
+        own = f", training problems with train_settings {self.spec.train_settings}" if self.spec.train_settings else ""
+        logger.info("%s: generated %d rows (seed %d%s)", self.spec.name, len(dataset), self.seed, own)
         return dataset
 
     def _read(self) -> Dataset:
