@@ -116,7 +116,7 @@ def generate_task_rows(
                       style=cfg.working)
         _check_streams(task, (seed, train.size), (eval_seed, evals.size))
         _check_count(task, evals, cfg.num_eval, "held-out problems unlike every training problem", "num_eval")
-    if train_settings is not None:
+    if train_settings is not None:  # the task's own training draw above still decides the held-out rows
         train = _own_training(cfg, task, seed, {**settings, **train_settings}, heldout, evals)
         if evals:
             _check_streams(task, (seed, train.size), (eval_seed, evals.size))
