@@ -65,7 +65,7 @@ def test_lora_trains_a_fraction_and_the_tokenizer_is_ready_for_generation(output
     trainable, total = manager.parameter_counts()
     assert 0 < trainable < total
     assert (manager.backend.name, manager.uses_lora) == ("hf", True)
-    assert manager.model.is_gradient_checkpointing == gradient_checkpointing(manager.config.model)  # CPU: off
+    assert manager.model.is_gradient_checkpointing == gradient_checkpointing(manager.config.model)  # tiny.yaml: off
     assert manager.tokenizer.padding_side == "left" and manager.tokenizer.pad_token == "<|endoftext|>"
     assert manager.tokenizer.chat_template.startswith("{%- set system_prompt")
 

@@ -120,7 +120,7 @@ def test_trl_arguments_follow_the_config_on_cpu(tmp_path):
     assert sft["completion_only_loss"] is True and sft["max_length"] == config.model.max_seq_length
 
 
-def test_cpu_runs_fp32_without_checkpointing_or_vllm(tmp_path, monkeypatch):
+def test_cpu_runs_fp32_with_checkpointing_as_configured_and_without_vllm(tmp_path, monkeypatch):
     import torch
 
     from llm_finetuning.model import hardware
@@ -130,7 +130,9 @@ def test_cpu_runs_fp32_without_checkpointing_or_vllm(tmp_path, monkeypatch):
     config = PipelineConfig()
     args = sft_arguments(config, tmp_path, plan_for(config))
     assert args["bf16"] is False and args["fp16"] is False
-    assert args["gradient_checkpointing"] is False and args["use_cpu"] is True
+    assert args["gradient_checkpointing"] is True and args["use_cpu"] is True  # the default, on a CPU too
+    without = config.with_overrides(["model.gradient_checkpointing=false"])
+    assert sft_arguments(without, tmp_path, plan_for(without))["gradient_checkpointing"] is False
     hf = get_backend("hf")
     assert hf.rollouts(config) == "generate"
     assert hf.rollouts(config.with_overrides(["grpo_training.use_vllm=true"])) == "trl_colocate"

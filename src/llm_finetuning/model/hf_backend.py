@@ -1,8 +1,8 @@
 """The transformers + peft backend: runs on CPU (the tiny demo, the tests) and on any CUDA GPU.
 
-On CPU the model is fp32 and gradient checkpointing stays off (it only trades compute for GPU memory). On
-CUDA the weights are bf16 where the GPU supports it, 4-bit NF4 through bitsandbytes when ``load_in_4bit``,
-and gradient checkpointing follows ``model.gradient_checkpointing``. LoRA is peft's ``LoraConfig`` with the
+The weights' dtype follows the hardware rules (``model/hardware.py``: fp32 on a CPU without bf16 arithmetic,
+bf16 where the CPU or GPU computes it, 4-bit NF4 through bitsandbytes on CUDA when ``load_in_4bit``), and
+gradient checkpointing follows ``model.gradient_checkpointing`` on every device. LoRA is peft's ``LoraConfig`` with the
 same fields the Unsloth backend uses. transformers and peft are imported when something loads, so choosing
 this backend (``backends.py``) costs nothing.
 

@@ -90,7 +90,7 @@ def push_weights(llm: Any, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
 
     if current_platform.is_cpu():
         llm.collective_rpc(
-            "reload_weights", kwargs={"weights_iterator": list(weights), "is_checkpoint_format": True}
+            "reload_weights", kwargs={"weights_iterator": iter(weights), "is_checkpoint_format": True}
         )
         llm.apply_model(_repack_output_layer)
     else:
