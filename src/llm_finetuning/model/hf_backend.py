@@ -2,8 +2,8 @@
 
 The weights' dtype follows the hardware rules (``model/hardware.py``: fp32 on a CPU without bf16 arithmetic,
 bf16 where the CPU or GPU computes it, 4-bit NF4 through bitsandbytes on CUDA when ``load_in_4bit``), and
-gradient checkpointing follows ``model.gradient_checkpointing`` on every device. LoRA is peft's ``LoraConfig`` with the
-same fields the Unsloth backend uses. transformers and peft are imported when something loads, so choosing
+gradient checkpointing follows ``model.gradient_checkpointing`` on every device. LoRA is peft's ``LoraConfig``
+with the same fields the Unsloth backend uses. transformers and peft are imported when something loads, so choosing
 this backend (``backends.py``) costs nothing.
 
 GRPO generates with ``model.generate`` in the trainer, or with TRL's own vLLM engine (``grpo_training.use_vllm``;

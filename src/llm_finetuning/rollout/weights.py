@@ -90,6 +90,7 @@ def push_weights(llm: Any, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
 
     if current_platform.is_cpu():
         llm.collective_rpc(
+            # streamed (the engine runs in this process): one folded tensor at a time, never all of them at once
             "reload_weights", kwargs={"weights_iterator": iter(weights), "is_checkpoint_format": True}
         )
         llm.apply_model(_repack_output_layer)
