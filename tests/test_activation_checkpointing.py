@@ -43,3 +43,27 @@ def test_grpo_with_lora_trains_the_same_with_and_without_checkpointing(tmp_path,
     assert any(step["grad_norm"] > 0 for step in on_steps)
     assert on_adapter.keys() == off_adapter.keys()
     assert max((on_adapter[k] - off_adapter[k]).abs().max().item() for k in on_adapter) < 1e-6
+
+
+def test_a_phase_of_its_own_checkpoints_alone_and_the_model_follows_each_phase(tmp_path, tiny_config):
+    from llm_finetuning.pipeline import RunOptions, run
+
+    config = tiny_config(LORA, "model.gradient_checkpointing=true", "sft_training.gradient_checkpointing=false",
+                         "sft_training.max_steps=2", "grpo_training.max_steps=1", "evaluation.enabled=false")  # fmt: skip
+    summary = run(config, RunOptions())
+    phases = summary["phases"]
+    assert phases["sft"]["settings"]["gradient_checkpointing"] is False
+    assert phases["grpo"]["settings"]["gradient_checkpointing"] is True
+
+
+def test_the_backend_turns_the_models_checkpointing_on_and_off(tiny_config):
+    from llm_finetuning.model import ModelManager
+
+    manager = ModelManager(tiny_config(LORA, "model.gradient_checkpointing=true"))
+    manager.load()
+    model, backend = manager.model, manager.backend
+    assert model.is_gradient_checkpointing  # as loaded
+    backend.checkpoint_activations(model, False)
+    assert not model.is_gradient_checkpointing and model.config.use_cache
+    backend.checkpoint_activations(model, True)
+    assert model.is_gradient_checkpointing and not model.config.use_cache

@@ -200,6 +200,8 @@ def _unsloth_engine_config(*overrides: str) -> PipelineConfig:
         (["grpo_training.vllm_mode=server"], "grpo_training.vllm_mode: server, but Unsloth generates with its own"),
         (["model.fast_inference=false", "grpo_training.vllm_mode=server"],
          "grpo_training.vllm_mode: server, but Unsloth generates with its own"),  # never on a server, engine or not
+        (["sft_training.gradient_checkpointing=false"],  # Unsloth's checkpointing is the model's, for both phases
+         "sft_training.gradient_checkpointing: false, but Unsloth builds its activation checkpointing into the model"),
     ],
 )
 def test_choices_unsloths_engine_would_override_are_refused_up_front(cuda, overrides, message):

@@ -24,6 +24,9 @@ class SFTTrainingConfig:
     weight_decay: float = option(0.001, "AdamW weight decay")
     optim: str = option("adamw_torch", "transformers optimiser name (adamw_8bit on GPU saves memory)")
     max_grad_norm: float = option(1.0, "gradient clipping")
+    gradient_checkpointing: bool | None = option(
+        None, "activation checkpointing in this phase alone (hf backend): null = model.gradient_checkpointing"
+    )
     shared_prefix: bool = option(
         True, "compute the tokens every row of a batch begins with (the system prompt) once and drop the padding "
         "(the same loss); applies on the hf backend with sdpa or eager attention, recorded in summary.json",
@@ -73,6 +76,9 @@ class GRPOTrainingConfig:
     )
     mask_truncated_completions: bool = option(
         False, "exclude completions cut at max_completion_length from the loss"
+    )
+    gradient_checkpointing: bool | None = option(
+        None, "activation checkpointing in this phase alone (hf backend): null = model.gradient_checkpointing"
     )
     shared_prompt: bool = option(
         True, "compute each group's prompt once in GRPO's log-prob passes (the same log-probs, about 3x less work "

@@ -92,9 +92,19 @@ class Backend(ABC):
 
     # Training
 
-    def trainer_checkpointing(self, model_config: ModelConfig) -> bool:
-        """Whether the trainer checkpoints activations (the hardware rule, unless the library does it itself)."""
-        return gradient_checkpointing(model_config)
+    def trainer_checkpointing(self, model_config: ModelConfig, phase_setting: bool | None = None) -> bool:
+        """Whether the trainer checkpoints activations in a phase whose own setting is ``phase_setting`` (the
+        hardware rule, unless the library does it itself)."""
+        return gradient_checkpointing(model_config, phase_setting)
+
+    def checkpoint_activations(self, model: Any, on: bool) -> None:
+        """Turn activation checkpointing on or off for the phase about to train (the trainer turns it on where
+        its arguments say so, but never off: the model keeps what loading or the last phase set)."""
+        if on:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        elif getattr(model, "is_gradient_checkpointing", False):
+            model.gradient_checkpointing_disable()
+        model.config.use_cache = not on  # the KV cache is useless while training and conflicts with checkpointing
 
     def check_trainer(self, trainer: Any) -> None:
         """Refuse a built trainer that is not the one this backend trains with."""

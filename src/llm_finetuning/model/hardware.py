@@ -7,9 +7,10 @@ handover all ask here, so the model's weights and the trainer's flags cannot dis
 alike. The rules follow what Unsloth does on its own (its compiled trainer and CPU mode rewrite these settings
 when they are left to it), so the hf backend, given the same config, trains the same way:
 
-- Activation checkpointing as configured, on every device: on a CPU it trades step time for RAM as it does for
-  GPU memory on a GPU (SmolLM2-135M's GRPO: peak 9.1 -> 6.1 GiB, steps 13 % longer, the same losses and
-  gradients; docs/benchmarks.md).
+- Activation checkpointing as configured (a phase's own setting, else the model's), on every device: on a CPU it
+  trades step time for RAM as it does for GPU memory on a GPU (SmolLM2-135M's GRPO: peak 9.1 -> 6.1 GiB, steps
+  13 % longer, the same losses and gradients; its SFT: 1.5x slower for a peak that was never the run's;
+  docs/benchmarks.md).
 - CPU: fused AdamW (Unsloth's CPU mode swaps ``adamw_torch`` and the GPU-only 8-bit/paged optimizers for it).
   ``dtype: auto`` with LoRA on a CPU that computes bf16 natively (avx512_bf16 or AMX) trains bf16 base weights
   under bf16 autocast, the adapters in fp32: 1.6x the tokens/s of fp32 on SmolLM2-135M (docs/benchmarks.md);
@@ -139,9 +140,10 @@ def vllm_device_arguments(sleep_mode: bool) -> dict[str, bool]:
     }
 
 
-def gradient_checkpointing(model_config: ModelConfig) -> bool:
-    """Whether activations are checkpointed: as configured, on a GPU and on a CPU alike."""
-    return model_config.gradient_checkpointing
+def gradient_checkpointing(model_config: ModelConfig, phase_setting: bool | None = None) -> bool:
+    """Whether activations are checkpointed: as configured (a phase's own ``phase_setting`` first, else the
+    model's), on a GPU and on a CPU alike."""
+    return model_config.gradient_checkpointing if phase_setting is None else phase_setting
 
 
 def optimizer(name: str, setting: str) -> str:

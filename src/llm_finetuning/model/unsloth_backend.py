@@ -86,6 +86,14 @@ class UnslothBackend(Backend):
     def check_config(self, config: PipelineConfig) -> None:
         super().check_config(config)
         section, engine = config.grpo_training, self.fast_inference(config.model)
+        for phase in ("sft_training", "grpo_training"):
+            own = getattr(config, phase).gradient_checkpointing
+            if own is not None and own != config.model.gradient_checkpointing:
+                raise ConfigError(
+                    f"{phase}.gradient_checkpointing: {str(own).lower()}, but Unsloth builds its activation "
+                    "checkpointing into the model for the whole run; set model.gradient_checkpointing instead, or "
+                    "model.backend=hf"
+                )
         if section.vllm_mode == "server":
             raise ConfigError(
                 "grpo_training.vllm_mode: server, but Unsloth generates with its own engine in the training process "
@@ -174,8 +182,12 @@ class UnslothBackend(Backend):
 
     # Training
 
-    def trainer_checkpointing(self, model_config: ModelConfig) -> bool:
+    def trainer_checkpointing(self, model_config: ModelConfig, phase_setting: bool | None = None) -> bool:
         return False  # Unsloth applies its own activation checkpointing when it builds the LoRA model
+
+    def checkpoint_activations(self, model: Any, on: bool) -> None:
+        """Nothing: Unsloth's checkpointing is built into the model for the whole run (``check_config`` refuses a
+        phase of its own)."""
 
     def check_trainer(self, trainer: Any) -> None:
         """On CUDA the model must train with Unsloth's compiled trainer, which Unsloth silently replaces by TRL's

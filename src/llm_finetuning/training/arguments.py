@@ -39,7 +39,7 @@ __all__ = ["CISPO_EPSILON_HIGH", "GRPO_SETTINGS", "SFT_SETTINGS", "check_trainer
 _DECIDED_HERE = frozenset({"trl", "eval_strategy", "eval_steps", "use_vllm", "max_completion_length", "vllm_mode",
                            "multi_objective_aggregation",
                            "vllm_enable_sleep_mode", "vllm_gpu_memory_utilization", "epsilon_high",
-                           "scale_rewards", "optim", "vllm_importance_sampling_correction"})
+                           "scale_rewards", "optim", "vllm_importance_sampling_correction", "gradient_checkpointing"})
 # CISPO clamps the importance weight at epsilon_high itself (not 1 + epsilon_high), so TRL's fallback to
 # epsilon (0.2) would cap every weight below 1; 5.0 is the ScaleRL paper's value, which Unsloth also sets.
 CISPO_EPSILON_HIGH = 5.0
@@ -74,7 +74,7 @@ def common_arguments(
     config: PipelineConfig, section: SFTTrainingConfig | GRPOTrainingConfig, output_dir: Path, plan: RunPlan
 ) -> dict[str, Any]:
     """What both phases set beyond their section: output, checkpoints, seed, tracker, hardware."""
-    checkpointing = plan.backend.trainer_checkpointing(config.model)
+    checkpointing = plan.backend.trainer_checkpointing(config.model, section.gradient_checkpointing)
     phase = "sft_training" if isinstance(section, SFTTrainingConfig) else "grpo_training"
     return {
         "output_dir": str(output_dir),

@@ -36,6 +36,7 @@ class GRPOPhase(TrainingPhase):
     name = "grpo"
     title = "GRPO"
     settings_names = GRPO_SETTINGS
+    section = "grpo_training"
 
     def __init__(
         self,

@@ -49,6 +49,7 @@ class TrainingPhase(ABC):
     title = "phase"  # what the console calls it
     settings_names: tuple[str, ...] = ()  # the trainer arguments recorded in the summary
     passed_through: tuple[str, ...] = ()  # the section's ``trl`` fields, recorded too
+    section = ""  # the config section of this phase's settings
 
     def __init__(self, manager: ModelManager, output_dir: Path, metrics: MetricsWriter | None,
                  callbacks: list[Any] | None = None) -> None:
@@ -67,6 +68,8 @@ class TrainingPhase(ABC):
     def run(self, resume: bool = False, run_id: str | None = None) -> PhaseResult:
         """Train; with ``resume``, from the newest complete checkpoint of the run ``run_id``."""
         trl_compat.install(self.plan.cuda)
+        backend, phase_setting = self.manager.backend, getattr(self.config, self.section).gradient_checkpointing
+        backend.checkpoint_activations(self.manager.model, backend.trainer_checkpointing(self.config.model, phase_setting))
         trainer = self.build_trainer()
         self.manager.backend.check_trainer(trainer)
         settings = trainer_settings(trainer, self.settings_names, self.passed_through)

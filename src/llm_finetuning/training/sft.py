@@ -22,6 +22,7 @@ class SFTPhase(TrainingPhase):
     name = "sft"
     title = "SFT"
     settings_names = SFT_SETTINGS
+    section = "sft_training"
 
     def __init__(self, config: PipelineConfig, plan: RunPlan, manager: ModelManager, train_dataset: Any,
                  metrics: MetricsWriter | None) -> None:  # fmt: skip
