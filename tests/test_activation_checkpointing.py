@@ -45,8 +45,14 @@ def test_grpo_with_lora_trains_the_same_with_and_without_checkpointing(tmp_path,
     assert max((on_adapter[k] - off_adapter[k]).abs().max().item() for k in on_adapter) < 1e-6
 
 
-def test_a_phase_of_its_own_checkpoints_alone_and_the_model_follows_each_phase(tmp_path, tiny_config):
+def test_a_phase_of_its_own_checkpoints_alone_and_the_model_follows_each_phase(tmp_path, tiny_config, monkeypatch):
+    from llm_finetuning.model.backend import Backend
     from llm_finetuning.pipeline import RunOptions, run
+
+    asked: list[bool] = []  # what each phase set on the model before its trainer was built (the real call runs)
+    real = Backend.checkpoint_activations
+    monkeypatch.setattr(Backend, "checkpoint_activations",
+                        lambda self, model, on: (asked.append(on), real(self, model, on))[1])  # fmt: skip
 
     config = tiny_config(LORA, "model.gradient_checkpointing=true", "sft_training.gradient_checkpointing=false",
                          "sft_training.max_steps=2", "grpo_training.max_steps=1", "evaluation.enabled=false")  # fmt: skip
@@ -54,6 +60,7 @@ def test_a_phase_of_its_own_checkpoints_alone_and_the_model_follows_each_phase(t
     phases = summary["phases"]
     assert phases["sft"]["settings"]["gradient_checkpointing"] is False
     assert phases["grpo"]["settings"]["gradient_checkpointing"] is True
+    assert asked == [True, False, True]  # loading (the model's setting), then SFT's own, then GRPO's (the model's)
 
 
 def test_the_backend_turns_the_models_checkpointing_on_and_off(tiny_config):

@@ -124,10 +124,8 @@ class HFBackend(Backend):
         checkpointing = gradient_checkpointing(model_config)
         if model_config.load_in_4bit:
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=checkpointing)
-        elif checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if checkpointing:
-            model.config.use_cache = False  # the KV cache is useless while training and conflicts with it
+        if checkpointing:  # non-reentrant, as the trainer re-enables it (and each phase sets its own)
+            self.checkpoint_activations(model, True)
         if not model_config.uses_lora:
             model.requires_grad_(True)
             return model, tokenizer
