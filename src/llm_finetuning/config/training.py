@@ -102,6 +102,10 @@ class GRPOTrainingConfig:
         "place of its last completion, so a problem the policy cannot solve yet still teaches (off-policy "
         "guidance); needs GRPO data with worked solutions (reasoning_gym chain_sum, synthetic, gsm8k)",
     )
+    guided_completions: int = option(
+        1, "guidance: how many of an all-wrong group's completions (its last ones) become the worked solution; "
+        "more teach the problem harder (half the group: advantages +1 and -1)",
+    )
     warmup_steps: float = option(0.1, "warmup: a float < 1 is a share of the steps, >= 1 a step count")
     lr_scheduler_type: str = option("linear", "transformers scheduler name")
     weight_decay: float = option(0.001, "AdamW weight decay")
@@ -175,6 +179,9 @@ class GRPOTrainingConfig:
                 f"must be [low, high] with 0 <= low <= high <= 1, or null (got {band})")
         require(self.difficulty_samples >= 2 and self.difficulty_pool > 0, "difficulty_samples",
                 "difficulty_samples must be >= 2 and difficulty_pool > 0")
+        require(1 <= self.guided_completions < self.num_generations, "guided_completions",
+                f"must be at least 1 and below num_generations ({self.num_generations}): a group made only of "
+                f"worked solutions is all right and teaches nothing (got {self.guided_completions})")
         require(self.oversample >= 1, "oversample", f"must be >= 1 (got {self.oversample})")
         require(self.oversample == 1 or self.per_device_train_batch_size * self.gradient_accumulation_steps
                 % self.num_generations == 0, "oversample",

@@ -95,7 +95,7 @@ class GRPOPhase(TrainingPhase):
             correct_in_loss(trainer)
         judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
         if section.guidance:  # first: the advantages and the oversampling see the guided groups
-            guidance.install(trainer, judge.is_correct)
+            guidance.install(trainer, judge.is_correct, section.guided_completions)
         advantages.install(trainer, section.advantages, section.tie_weight, judge.is_correct)
         if section.oversample > 1:  # after the advantages: it keeps the groups they give signal to
             oversample.install(trainer, section.oversample, self.config.seed)

@@ -2,11 +2,12 @@
 
 A group whose completions are all wrong teaches nothing under the correctness gate, so a problem the policy never
 solves stays unsolved however long GRPO runs: on SmolLM2 and chain_sum, the two-digit problems that hold most of
-the held-out accuracy left to gain (docs/benchmarks.md). With guidance on, each such group's last completion is
-replaced, before anything is scored, by the problem's worked solution: the completion SFT taught for that row
-(the data layer's ``worked_completion`` column). The group then holds one right answer among wrong ones, and its
-advantages push the worked solution up and the policy's own attempts down, as in LUFFY (arXiv 2504.14945:
-off-policy guidance mixed into on-policy groups).
+the held-out accuracy left to gain (docs/benchmarks.md). With guidance on, each such group's last completions
+(``grpo_training.guided_completions``, one by default) are replaced, before anything is scored, by the problem's
+worked solution: the completion SFT taught for that row (the data layer's ``worked_completion`` column). The
+group then holds right answers among wrong ones, and its advantages push the worked solution up and the policy's
+own attempts down, as in LUFFY (arXiv 2504.14945: off-policy guidance mixed into on-policy groups). With half
+the group guided the advantages are +1 and -1, and a step trains on that many more worked solutions.
 
 The worked solution is then a completion like the others: the rewards and the grader score it, the trainer's
 no-grad pass computes its log-probs (the loss's ratio is the policy's own), and the engine, which never sampled
@@ -20,6 +21,8 @@ row without a worked solution (a schema without one, a solution that reaches ano
     []
     >>> guided_slots([False, False, False, True, False, False], ["w1", "w1", "w1", "w2", "w2", "w2"], group=3)
     [2]
+    >>> guided_slots([False] * 4, ["w1"] * 4, group=4, count=2)
+    [2, 3]
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ __all__ = ["guide", "guided_slots", "install"]
 logger = logging.getLogger(__name__)
 
 
-def guided_slots(correct: Sequence[bool], worked: Sequence[str], group: int) -> list[int]:
-    """The completions to replace: the last of each group of ``group`` whose answers are all wrong and whose
-    problem has a worked solution (``worked``, one per completion, "" for none)."""
-    return [start + group - 1 for start in range(0, len(correct), group)
-            if not any(correct[start : start + group]) and worked[start]]  # fmt: skip
+def guided_slots(correct: Sequence[bool], worked: Sequence[str], group: int, count: int = 1) -> list[int]:
+    """The completions to replace: the last ``count`` of each group of ``group`` whose answers are all wrong and
+    whose problem has a worked solution (``worked``, one per completion, "" for none)."""
+    return [start + group - 1 - back for start in range(0, len(correct), group)
+            if not any(correct[start : start + group]) and worked[start]
+            for back in reversed(range(count))]  # fmt: skip
 
 
 def guide(completion_ids: list[list[int]], logprobs: list[list[float | None]] | None, slots: list[int],
@@ -62,10 +66,10 @@ def guide(completion_ids: list[list[int]], logprobs: list[list[float | None]] | 
     return put
 
 
-def install(trainer: Any, is_correct: Callable[[str, dict], bool]) -> None:
-    """Give ``trainer`` (a TRL GRPOTrainer) worked solutions in its all-wrong training groups (module docstring).
-    ``is_correct(completion_text, row)`` is the gate's verdict. Installed before the advantages and oversampling,
-    so that they see the guided groups."""
+def install(trainer: Any, is_correct: Callable[[str, dict], bool], count: int = 1) -> None:
+    """Give ``trainer`` (a TRL GRPOTrainer) worked solutions in its all-wrong training groups, ``count`` in each
+    (module docstring). ``is_correct(completion_text, row)`` is the gate's verdict. Installed before the advantages
+    and oversampling, so that they see the guided groups."""
     score, generate = trainer._generate_and_score_completions, trainer._generate_single_turn
     rows: list[dict] = []
     available = sum(bool(text) for text in trainer.train_dataset[WORKED_COLUMN])
@@ -90,7 +94,7 @@ def install(trainer: Any, is_correct: Callable[[str, dict], bool]) -> None:
         tokenizer, limit = self.processing_class, self.max_completion_length
         texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         correct = [is_correct(text, row) for text, row in zip(texts, rows, strict=True)]
-        slots = guided_slots(correct, [row.get(WORKED_COLUMN) or "" for row in rows], num_generations)
+        slots = guided_slots(correct, [row.get(WORKED_COLUMN) or "" for row in rows], num_generations, count)
 
         def worked_ids(slot: int) -> list[int] | None:
             ids = tokenizer(rows[slot][WORKED_COLUMN], add_special_tokens=False)["input_ids"]
@@ -99,7 +103,7 @@ def install(trainer: Any, is_correct: Callable[[str, dict], bool]) -> None:
 
         completion_ids, logprobs = list(completion_ids), None if logprobs is None else list(logprobs)
         put = guide(completion_ids, logprobs, slots, worked_ids)
-        share = torch.tensor(put / (len(rows) // num_generations), device=self.accelerator.device)
+        share = torch.tensor(put / count / (len(rows) // num_generations), device=self.accelerator.device)
         self._metrics["train"]["groups/guided"].append(self.accelerator.gather(share).mean().item())
         return completion_ids, logprobs
 
