@@ -84,6 +84,27 @@ def test_auto_on_cuda_keeps_4bit_hf_weights_on_model_generate():
     assert (name, why) == ("hf", "auto: 4-bit weights of the hf backend cannot be pushed into a vLLM engine")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="vLLM sizes its KV cache itself on a GPU")
+def test_a_cpu_engine_gets_a_small_kv_cache_with_room_for_a_few_sequences_of_full_length(tiny_base):
+    from transformers import AutoConfig
+
+    from llm_finetuning.model.hardware import (
+        CPU_KV_CACHE_BYTES,
+        CPU_KV_CACHE_SEQUENCES,
+        kv_bytes_per_token,
+        vllm_kv_cache_arguments,
+    )
+
+    config = AutoConfig.from_pretrained(tiny_base)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * 4
+    assert kv_bytes_per_token(str(tiny_base), 4) == per_token
+    assert vllm_kv_cache_arguments(str(tiny_base), 512, "float32") == {"kv_cache_memory_bytes": CPU_KV_CACHE_BYTES}
+    long = 4 * CPU_KV_CACHE_BYTES // per_token  # a length whose few sequences need more than the default
+    assert vllm_kv_cache_arguments(str(tiny_base), long, "bfloat16") == {
+        "kv_cache_memory_bytes": CPU_KV_CACHE_SEQUENCES * long * per_token // 2}
+
+
 def test_the_registry_builds_the_hf_engine_bound_to_a_manager():
     assert get_engine("hf", manager=None).name == "hf"
     with pytest.raises(ModelError, match="unknown generation engine 'x'; valid: hf, unsloth, vllm"):

@@ -95,7 +95,7 @@ def test_the_default_recipe_on_a_gpu_gets_the_rules_correction_on_either_backend
     assert arguments["vllm_importance_sampling_correction"] is correction
 
 
-def test_trls_engine_is_started_reporting_the_mode_the_rule_chose(monkeypatch):
+def test_trls_engine_is_started_reporting_the_mode_the_rule_chose(monkeypatch, tiny_base):
     import trl.generation.vllm_generation as trl_generation
 
     from llm_finetuning.rollout import EngineOwner
@@ -106,12 +106,19 @@ def test_trls_engine_is_started_reporting_the_mode_the_rule_chose(monkeypatch):
     owner = EngineOwner(PipelineConfig())
     for mode, seqs in (("raw_logprobs", 32), (None, 512)):  # TRL's max_num_seqs: one training batch
         with trl_engine_start(owner, mode):
-            trl_generation.LLM(model="m", logprobs_mode="processed_logprobs", max_num_seqs=seqs)  # as TRL calls it
+            trl_generation.LLM(model=str(tiny_base), logprobs_mode="processed_logprobs", max_num_seqs=seqs,
+                               max_model_len=512)  # as TRL calls it  # fmt: skip
     assert [arguments["logprobs_mode"] for arguments in built] == ["raw_logprobs", "processed_logprobs"]
-    assert built[0]["model"] == "m"
+    assert built[0]["model"] == str(tiny_base)
     assert [arguments["max_num_seqs"] for arguments in built] == [EVALUATION_SEQS, 512]  # room for evaluation
     eager = [arguments.get("enforce_eager") for arguments in built]
     assert eager == ([None, None] if torch.cuda.is_available() else [True, True])  # a CPU: eager, as ours is
+    blocks = [arguments.get("block_size") for arguments in built]
+    assert blocks == ([None, None] if torch.cuda.is_available() else [32, 32])  # a CPU: prompts cached, as ours
+    from llm_finetuning.model.hardware import CPU_KV_CACHE_BYTES
+
+    cache = [arguments.get("kv_cache_memory_bytes") for arguments in built]
+    assert cache == ([None, None] if torch.cuda.is_available() else [CPU_KV_CACHE_BYTES] * 2)  # sized as ours
     from llm_finetuning.model.hardware import resolve_dtype
 
     trained = str(resolve_dtype(owner.config.model)).removeprefix("torch.")  # TRL passes none: the checkpoint's

@@ -4,7 +4,7 @@ An engine runs in this process (``distributed_executor_backend="external_launche
 does), so weights can be pushed from memory. Starting one reseeds Python's, NumPy's and torch's random state
 and replaces ``torch.set_num_threads``; ``preserved_process_state`` puts both back, so an engine never changes
 training. vLLM reads the launcher's variables (``single_process_launch`` sets them for one process and
-restores them), and its CPU build sizes its KV cache from ``VLLM_CPU_KVCACHE_SPACE``.
+restores them), and its CPU build gets a KV cache of the size ``hardware.vllm_kv_cache_arguments`` gives.
 
 ``shut_down`` releases an engine whoever else still holds the ``LLM`` object: vLLM's engine core owns the
 executor, the model and the KV cache, and its startup freezes them out of the garbage collector, so deleting
@@ -33,8 +33,8 @@ from ..model.hardware import (
     cuda_devices,
     free_memory,
     resolve_dtype,
-    size_cpu_kv_cache,
     vllm_device_arguments,
+    vllm_kv_cache_arguments,
 )
 from ..runtime.logging_setup import console_stream, libraries_verbose, log_file, set_console_stream
 from .weights import forget_reload_state
@@ -50,16 +50,18 @@ _LAUNCH_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 def engine_arguments(config: PipelineConfig, model_path: str) -> dict[str, Any]:
     """``vllm.LLM`` keywords for the run's engine: the model's dtype and length, the hf backend's memory share."""
     dtype = str(resolve_dtype(config.model)).removeprefix("torch.")
+    length = config.model.max_seq_length
     return {
         "model": model_path,
         "dtype": dtype,
-        "max_model_len": config.model.max_seq_length,
+        "max_model_len": length,
         "gpu_memory_utilization": config.grpo_training.vllm_gpu_memory_utilization,
         "distributed_executor_backend": "external_launcher",  # in this process: weights are pushed in memory
         "seed": config.seed,
         "max_num_batched_tokens": 4096,  # TRL's choice: vLLM's profiler misjudges memory at its default
-        **vllm_device_arguments(config.grpo_training.vllm_enable_sleep_mode),  # eager, chunked prefill, sleep
+        **vllm_device_arguments(config.grpo_training.vllm_enable_sleep_mode),  # eager, chunked prefill, sleep, KV blocks
         "use_tqdm_on_load": libraries_verbose(),  # its weight-loading bar is for --verbose
+        **vllm_kv_cache_arguments(model_path, length, dtype),
     }
 
 
@@ -70,7 +72,6 @@ def start_engine(config: PipelineConfig, model_path: str, cuda: bool) -> Any:
 
     if not cuda:
         check_cpu_head_size(model_path)
-    size_cpu_kv_cache()
     started = time.perf_counter()
     with single_process_launch(), preserved_process_state(), stdout_with_a_descriptor(), native_output_to_log():
         llm = LLM(**engine_arguments(config, model_path))

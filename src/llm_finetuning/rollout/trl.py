@@ -8,9 +8,10 @@ before each generation. Around that, and nowhere inside TRL on a GPU:
   log-probs, which under a sampling filter stop GRPO learning), in the training weights' dtype (TRL passes
   none, and vLLM would take the checkpoint's) and, on a CPU, eager as ours is (left to vLLM it
   compiles the model first: 84 s against 5 s to start SmolLM2-135M in bf16, for 561 against 462 tokens/s, which
-  repays the start only after about 200,000 generated tokens); the launcher variables TRL sets for vLLM are
+  repays the start only after about 200,000 generated tokens) with KV blocks small enough that a group's shared
+  prompt is computed once (``hardware.vllm_device_arguments``); the launcher variables TRL sets for vLLM are
   restored afterwards (a LOCAL_RANK left behind would make the next trainer's accelerate state distributed), and
-  vLLM's CPU build gets a KV cache sized for its job; the engine runs up to ``EVALUATION_SEQS`` sequences at once
+  vLLM's CPU build gets a KV cache sized as the run's own engine's (``hardware.vllm_kv_cache_arguments``); the engine runs up to ``EVALUATION_SEQS`` sequences at once
   (TRL sizes it to one training batch, 32 here, and evaluation's hundreds of requests then queue: 1.25-1.3x
   slower on the CPU build, docs/benchmarks.md); rollouts of a batch schedule as before;
 - ``adopt``: in a single-process run the ``EngineOwner`` takes the engine, so evaluation during and after GRPO
@@ -31,7 +32,7 @@ from typing import Any
 
 import torch
 
-from ..model.hardware import empty_cuda_cache, resolve_dtype, size_cpu_kv_cache, vllm_device_arguments
+from ..model.hardware import empty_cuda_cache, resolve_dtype, vllm_device_arguments, vllm_kv_cache_arguments
 from ..runtime.logging_setup import libraries_verbose
 from ..runtime.trl_patches import replace_method
 from .owner import EngineOwner
@@ -52,7 +53,6 @@ def trl_engine_start(owner: EngineOwner, logprobs_mode: str | None) -> Iterator[
 
     owner.shutdown()
     process_group_existed = torch.distributed.is_available() and torch.distributed.is_initialized()
-    size_cpu_kv_cache()
     set_num_threads, trl_llm = torch.set_num_threads, trl_generation.LLM  # vLLM's CPU worker replaces the first
     # TRL passes no dtype, so vLLM would take the checkpoint's (fp32 for a converted GGUF: twice the weights'
     # memory, and on SmolLM2 256 against 462 tokens/s at large batches; at GRPO's 32 completions within noise):
@@ -60,8 +60,11 @@ def trl_engine_start(owner: EngineOwner, logprobs_mode: str | None) -> Iterator[
     overrides: dict[str, Any] = {"dtype": str(resolve_dtype(owner.config.model)).removeprefix("torch.")}
     if logprobs_mode is not None:
         overrides["logprobs_mode"] = logprobs_mode
-    if vllm_device_arguments(sleep_mode=False)["enforce_eager"]:  # TRL's own choice elsewhere
+    device = vllm_device_arguments(sleep_mode=False)
+    if device["enforce_eager"]:  # TRL's own choice elsewhere
         overrides["enforce_eager"] = True
+    if device["block_size"] is not None:  # prompts reused across a group's draws and evaluation's problems
+        overrides["block_size"] = device["block_size"]
     overrides["use_tqdm_on_load"] = libraries_verbose()  # its weight-loading bar is for --verbose
     trl_generation.LLM = functools.partial(_llm_with, trl_llm, overrides)
     try:
@@ -75,7 +78,9 @@ def trl_engine_start(owner: EngineOwner, logprobs_mode: str | None) -> Iterator[
 def _llm_with(llm_class: type, overrides: dict[str, Any], /, **arguments: Any) -> Any:
     """``vllm.LLM`` as TRL builds it, with ``overrides`` in place of what TRL passes and room for evaluation."""
     seqs = max(arguments.get("max_num_seqs") or 0, EVALUATION_SEQS)
-    return llm_class(**{**arguments, **overrides, "max_num_seqs": seqs})
+    arguments = {**arguments, **overrides, "max_num_seqs": seqs}
+    cache = vllm_kv_cache_arguments(arguments["model"], arguments.get("max_model_len") or 0, arguments["dtype"])
+    return llm_class(**arguments, **cache)
 
 
 def adopt(trainer: Any, owner: EngineOwner, process_group_existed: bool) -> None:
