@@ -59,7 +59,7 @@ def engine_arguments(config: PipelineConfig, model_path: str) -> dict[str, Any]:
         "distributed_executor_backend": "external_launcher",  # in this process: weights are pushed in memory
         "seed": config.seed,
         "max_num_batched_tokens": 4096,  # TRL's choice: vLLM's profiler misjudges memory at its default
-        **vllm_device_arguments(config.grpo_training.vllm_enable_sleep_mode),  # eager, chunked prefill, sleep, KV blocks
+        **vllm_device_arguments(config.grpo_training.vllm_enable_sleep_mode),  # eager, prefill, sleep, KV blocks
         "use_tqdm_on_load": libraries_verbose(),  # its weight-loading bar is for --verbose
         **vllm_kv_cache_arguments(model_path, length, dtype),
     }

@@ -11,9 +11,10 @@ before each generation. Around that, and nowhere inside TRL on a GPU:
   repays the start only after about 200,000 generated tokens) with KV blocks small enough that a group's shared
   prompt is computed once (``hardware.vllm_device_arguments``); the launcher variables TRL sets for vLLM are
   restored afterwards (a LOCAL_RANK left behind would make the next trainer's accelerate state distributed), and
-  vLLM's CPU build gets a KV cache sized as the run's own engine's (``hardware.vllm_kv_cache_arguments``); the engine runs up to ``EVALUATION_SEQS`` sequences at once
-  (TRL sizes it to one training batch, 32 here, and evaluation's hundreds of requests then queue: 1.25-1.3x
-  slower on the CPU build, docs/benchmarks.md); rollouts of a batch schedule as before;
+  vLLM's CPU build gets a KV cache sized as the run's own engine's (``hardware.vllm_kv_cache_arguments``); the
+  engine runs up to ``EVALUATION_SEQS`` sequences at once (TRL sizes it to one training batch, 32 here, and
+  evaluation's hundreds of requests then queue: 1.25-1.3x slower on the CPU build, docs/benchmarks.md); rollouts
+  of a batch schedule as before;
 - ``adopt``: in a single-process run the ``EngineOwner`` takes the engine, so evaluation during and after GRPO
   generates on it and the run's end tears it down (in a multi-process launch TRL keeps it: vLLM's teardown
   would take the launch's process group with it);
