@@ -103,7 +103,7 @@ class GRPOTrainingConfig:
         "guidance); needs GRPO data with worked solutions (reasoning_gym chain_sum, synthetic, gsm8k)",
     )
     guided_completions: int = option(
-        1, "guidance: how many of an all-wrong group's completions (its last ones) become the worked solution; "
+        1, "guidance: how many of an all-wrong group's completions (its last ones) become its worked solution; "
         "more teach the problem harder (half the group: advantages +1 and -1)",
     )
     warmup_steps: float = option(0.1, "warmup: a float < 1 is a share of the steps, >= 1 a step count")
