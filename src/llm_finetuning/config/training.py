@@ -103,8 +103,8 @@ class GRPOTrainingConfig:
         "guidance); needs GRPO data with worked solutions (reasoning_gym chain_sum, synthetic, gsm8k)",
     )
     guided_completions: int = option(
-        1, "guidance: how many of an all-wrong group's completions (its last ones) become its worked solution; "
-        "more teach the problem harder (half the group: advantages +1 and -1)",
+        1, "guidance: how many of an all-wrong group's completions (its last ones) become its worked solution "
+        "(half the group: advantages +1 and -1); on SmolLM2, 4 of 8 did no better than 1 (docs/benchmarks.md)",
     )
     warmup_steps: float = option(0.1, "warmup: a float < 1 is a share of the steps, >= 1 a step count")
     lr_scheduler_type: str = option("linear", "transformers scheduler name")
