@@ -21,6 +21,7 @@ ALL_NAMES = [
     "accuracy",
     "check_answer",
     "check_numbers",
+    "check_working",
     "correctness",
     "cosine",
     "format",
@@ -37,8 +38,9 @@ ALL_NAMES = [
 ]
 
 # The rewards that score the shared batch against its ``answer`` column. reasoning_gym scores against a
-# reasoning-gym entry and needs its extra: tests/test_reasoning_gym_reward.py holds it to the same contract.
-ANSWER_NAMES = [name for name in ALL_NAMES if name != "reasoning_gym"]
+# reasoning-gym entry and needs its extra: tests/test_reasoning_gym_reward.py holds it to the same contract;
+# check_working scores against a worked solution: tests/test_working_reward.py.
+ANSWER_NAMES = [name for name in ALL_NAMES if name not in ("reasoning_gym", "check_working")]
 
 BATCH = [
     "2+2=4<end_working_out><SOLUTION>4</SOLUTION>",

@@ -60,7 +60,8 @@ def chat(text):
 def check_every_reward(completions, golds, rewards=REWARDS, limit_s=CALL_LIMIT_S):
     for reward in rewards:
         started = time.perf_counter()
-        scores = reward(prompts=["Q"] * len(completions), completions=completions, answer=golds)
+        scores = reward(prompts=["Q"] * len(completions), completions=completions, answer=golds,
+                        worked_completion=golds)  # check_working's gold: a worked solution
         elapsed = time.perf_counter() - started
         assert elapsed < limit_s, f"{reward.__name__} took {elapsed:.2f} s on {len(completions)} completions"
         assert len(scores) == len(completions)

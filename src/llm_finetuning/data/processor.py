@@ -33,6 +33,8 @@ import numpy as np
 
 from ..config import DatasetSpec, PipelineConfig, PromptConfig
 from ..errors import DataError, ModelError
+from ..rewards import REWARDS
+from ..tasks.workings import WORKED_COLUMN
 from .formats import ADAPTERS, FormatAdapter, is_numeric, resolve_adapter
 from .lengths import length_limits, token_lengths
 from .loader import DatasetLoader
@@ -40,13 +42,20 @@ from .loader import DatasetLoader
 if TYPE_CHECKING:
     from datasets import Dataset
 
-__all__ = ["WORKED_COLUMN", "DatasetProcessor", "GRPOData", "conversation", "load_grpo_data", "load_sft_data"]
+__all__ = [
+    "WORKED_COLUMN",
+    "DatasetProcessor",
+    "GRPOData",
+    "conversation",
+    "load_grpo_data",
+    "load_sft_data",
+    "needs_worked_solutions",
+]
 
 logger = logging.getLogger(__name__)
 
 LARGE_DATASET = 10_000  # rows from which map() uses data.num_proc worker processes
 _LENGTH, _PARSED, _ANSWERED, _REASONED, _AGREES = "_length", "_parsed", "_answered", "_reasoned", "_agrees"
-WORKED_COLUMN = "worked_completion"  # GRPO rows under grpo_training.guidance: the SFT completion, "" where none
 
 
 @dataclass
@@ -148,7 +157,7 @@ class DatasetProcessor:
             "prompt": self.config.prompt,
             "phase": phase,
             "prefilled": self.prefilled,
-            "worked": phase == "grpo" and self.config.grpo_training.guidance,
+            "worked": phase == "grpo" and needs_worked_solutions(self.config),
         }
         return raw.map(
             _format_batch,
@@ -212,6 +221,13 @@ _EMPTY_FIXES = {
     "length_filtered": "every example is too long: raise model.max_seq_length, data.sft_max_length_fraction "
     "or grpo_training.max_prompt_length",
 }
+
+
+def needs_worked_solutions(config: PipelineConfig) -> bool:
+    """Whether GRPO rows carry their worked solution (``WORKED_COLUMN``): guidance puts it into all-wrong groups,
+    and a reward may score against it (its ``gold_column``, as ``check_working`` does)."""
+    readers = (REWARDS.get(spec.name) for spec in config.rewards.rewards)
+    return config.grpo_training.guidance or any(reward and reward.gold_column == WORKED_COLUMN for reward in readers)
 
 
 def _check_sft_source(adapter: FormatAdapter, spec: DatasetSpec) -> None:

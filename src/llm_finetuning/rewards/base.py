@@ -142,7 +142,8 @@ class Reward:
         if self.needs_answer and gold is None:
             return None
         try:
-            return float(self.score_completion(completion_text(completion), gold))
+            score = self.score_completion(completion_text(completion), gold)
+            return None if score is None else float(score)  # None: the reward does not apply to this row
         except Exception:  # a reward must never stop training; the minimum is the safe score
             if self.name not in _LOGGED_ERRORS:
                 _LOGGED_ERRORS.add(self.name)

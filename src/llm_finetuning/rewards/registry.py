@@ -25,6 +25,7 @@ from .format_rewards import MatchFormatApproximately, MatchFormatExactly, ThinkA
 from .gym_rewards import ReasoningGymScore
 from .other_rewards import ReasoningSteps, RepetitionPenalty
 from .plugin import PluginReward, is_plugin_name
+from .working_rewards import CheckWorking
 from .xml_rewards import Correctness, IntAnswer, SoftFormat, StrictFormat, XmlCount
 
 REWARDS: dict[str, type[Reward]] = {
@@ -51,6 +52,8 @@ REWARDS: dict[str, type[Reward]] = {
         R1Zero,
         # a reasoning-gym task's own verifier (reasoning_gym:<task> data)
         ReasoningGymScore,
+        # how far the working follows the problem's worked solution (a process reward for gated ties)
+        CheckWorking,
     )
 }
 

@@ -41,9 +41,12 @@ from typing import Any
 from ..grading.extract import gold_answer, parse_number
 from ..grading.normalize import without_thousands
 
-__all__ = ["STYLES", "WORKINGS", "Working", "agrees", "expression_working", "gsm8k_answer", "gsm8k_working"]
+__all__ = ["STYLES", "WORKED_COLUMN", "WORKINGS", "Working", "agrees", "expression_working", "gsm8k_answer", "gsm8k_working"]
 
 STYLES = ("lines", "rewrite")  # how an arithmetic expression is worked (module docstring)
+# GRPO rows under grpo_training.guidance, or with a reward that reads it (check_working): the SFT completion of
+# the row's worked solution, "" where it has none
+WORKED_COLUMN = "worked_completion"
 
 
 @dataclass(frozen=True)
