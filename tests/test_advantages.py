@@ -48,7 +48,9 @@ def test_group_figures_count_signal_ties_and_phantoms():
 
 
 @pytest.mark.slow
-def test_a_gated_grpo_run_trains_and_records_its_groups(tmp_path, tiny_config):
+def test_a_gated_grpo_run_with_the_working_credit_in_ties_trains_and_records_its_groups(tmp_path, tiny_config):
+    """Through TRL's real trainer: the rows' worked solutions reach check_working, whose credit is the only reward
+    with weight, so a group whose correctness ties teaches exactly where its workings differ."""
     from conftest import SIMPLE_SUMS
 
     from llm_finetuning.pipeline import RunOptions, run
@@ -56,7 +58,8 @@ def test_a_gated_grpo_run_trains_and_records_its_groups(tmp_path, tiny_config):
     config = tiny_config(*SIMPLE_SUMS, "sft_training.max_steps=60", "grpo_training.max_steps=3",
                          "grpo_training.per_device_train_batch_size=8", "grpo_training.num_generations=4",
                          "grpo_training.max_completion_length=16", "grpo_training.advantages=gated",
-                         "grpo_training.logging_steps=1",
+                         "grpo_training.tie_weight=1.0", "grpo_training.logging_steps=1",
+                         "rewards.rewards=[{name: match_format_exactly, weight: 0.0}, {name: check_working}]",
                          "evaluation.num_samples=8", "evaluation.sampled_k=1", "data.synthetic.num_eval=8")  # fmt: skip
     summary = run(config, RunOptions())
     assert summary["phases"]["grpo"]["steps"] == 3
@@ -65,6 +68,12 @@ def test_a_gated_grpo_run_trains_and_records_its_groups(tmp_path, tiny_config):
     grpo = [record for record in logs if record["phase"] == "grpo" and "groups/signal" in record]
     assert len(grpo) == 3
     assert all(0 <= record["groups/phantom"] <= record["groups/all_wrong"] <= 1 for record in grpo)
+    credit = [record["rewards/check_working/mean"] for record in grpo]
+    assert all(0 <= value <= 1 for value in credit) and max(credit) > 0  # SFT taught the working's first lines
+    for record in grpo:  # every group where correctness differs teaches; a tied one only where its credit differs
+        tied = record["groups/all_right"] + record["groups/all_wrong"]
+        assert record["groups/signal"] >= 1 - tied - 1e-6
+        assert record["groups/signal"] <= 1 - tied + record["groups/phantom"] + record["groups/all_right"] + 1e-6
 
 
 @pytest.mark.slow
