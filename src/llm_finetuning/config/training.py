@@ -72,7 +72,8 @@ class GRPOTrainingConfig:
     )
     tie_weight: float = option(
         0.0, "advantages: gated: weight of the rewards' sum in groups whose correctness ties (0 = such groups teach "
-        "nothing)",
+        "nothing; with check_working the only reward weighted, an all-wrong group pushes up the working that went "
+        "furthest right: docs/rewards.md)",
     )
     mask_truncated_completions: bool = option(
         False, "exclude completions cut at max_completion_length from the loss"
