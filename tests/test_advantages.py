@@ -48,7 +48,7 @@ def test_group_figures_count_signal_ties_and_phantoms():
 
 
 @pytest.mark.slow
-def test_a_gated_grpo_run_with_the_working_credit_in_ties_trains_and_records_its_groups(tmp_path, tiny_config):
+def test_a_gated_grpo_run_with_the_working_credit_in_ties_records_its_groups(tmp_path, tiny_config):
     """Through TRL's real trainer: the rows' worked solutions reach check_working, whose credit is the only reward
     with weight, so a group whose correctness ties teaches exactly where its workings differ."""
     from conftest import SIMPLE_SUMS

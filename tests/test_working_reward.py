@@ -60,13 +60,16 @@ def test_hostile_completions_score_within_bounds_and_never_raise():
 def test_in_an_all_wrong_group_the_working_credit_is_the_only_signal_under_the_gate():
     """Format and answer rewards at weight 0, check_working at 1: the tied group's advantages order its
     completions by how far their working went right, and a group where correctness differs ignores it."""
-    completions = ["12 + 47 - 8 = 59 - 8\n59 - 8 = 41" + END.format(41), "12 + 47 - 8 = 69 - 8\n69 - 8 = 61" + END.format(61)]
+    second_slip = "12 + 47 - 8 = 59 - 8\n59 - 8 = 41" + END.format(41)
+    first_slip = "12 + 47 - 8 = 69 - 8\n69 - 8 = 61" + END.format(61)
+    completions = [second_slip, first_slip]
     credit = torch.tensor(check(*completions * 2))  # a group of four: two of each
     correct = torch.zeros(4)
     advantages = gated_advantages(correct, credit, group=4, scale="group", tie_weight=1.0)
     assert advantages[0] > 0 > advantages[1] and torch.allclose(advantages[0], advantages[2])
     one_right = gated_advantages(torch.tensor([1.0, 0, 0, 0]), credit, group=4, scale="group", tie_weight=1.0)
-    assert one_right[0] > 0 and torch.allclose(one_right[1], one_right[2]) and torch.allclose(one_right[1], one_right[3])
+    assert one_right[0] > 0
+    assert torch.allclose(one_right[1], one_right[2]) and torch.allclose(one_right[1], one_right[3])
 
 
 def test_grpo_rows_carry_the_worked_solutions_when_a_reward_reads_them(tiny_config, tiny_tokenizer):

@@ -41,7 +41,16 @@ from typing import Any
 from ..grading.extract import gold_answer, parse_number
 from ..grading.normalize import without_thousands
 
-__all__ = ["STYLES", "WORKED_COLUMN", "WORKINGS", "Working", "agrees", "expression_working", "gsm8k_answer", "gsm8k_working"]
+__all__ = [
+    "STYLES",
+    "WORKED_COLUMN",
+    "WORKINGS",
+    "Working",
+    "agrees",
+    "expression_working",
+    "gsm8k_answer",
+    "gsm8k_working",
+]
 
 STYLES = ("lines", "rewrite")  # how an arithmetic expression is worked (module docstring)
 # GRPO rows under grpo_training.guidance, or with a reward that reads it (check_working): the SFT completion of
