@@ -19,7 +19,7 @@ from llm_finetuning.data import DatasetLoader, DatasetProcessor
 from llm_finetuning.errors import DataError
 from llm_finetuning.session.checks import check_config
 from llm_finetuning.tasks.gym import task_dataset
-from llm_finetuning.tasks.gym_rows import generate_task_rows, heldout_templates
+from llm_finetuning.tasks.gym_rows import SEED_STRIDE, generate_task_rows, heldout_templates
 from llm_finetuning.tasks.workings import WORKINGS, agrees
 
 pytestmark = reasoning_gym_marks()
@@ -141,6 +141,17 @@ def test_same_config_and_seed_same_rows_other_seed_other_rows():
     cfg = ReasoningGymConfig(num_train=50, num_eval=10)
     assert generate_task_rows(cfg, "gsm_symbolic", 4).to_dict() == generate_task_rows(cfg, "gsm_symbolic", 4).to_dict()
     assert generate_task_rows(cfg, "gsm_symbolic", 4)["question"] != generate_task_rows(cfg, "gsm_symbolic", 5)["question"]
+
+
+def test_data_seeds_one_apart_share_no_random_stream():
+    # reasoning-gym makes entry i from the stream seed + i: without the stride, seed 1's rows would be seed 0's
+    # shifted by one entry, every held-out problem and all but one training problem the same
+    cfg = ReasoningGymConfig(num_train=50, num_eval=10, settings={"chain_sum": CHAIN_SUMS})
+    seed0, seed1 = (generate_task_rows(cfg, "chain_sum", seed) for seed in (0, 1))
+    assert not streams(seed0) & streams(seed1)
+    assert split(seed0)[1] != split(seed1)[1]
+    explicit = ReasoningGymConfig(num_train=50, num_eval=10, settings={"chain_sum": CHAIN_SUMS}, seed=SEED_STRIDE)
+    assert generate_task_rows(explicit, "chain_sum", 0).to_dict() == seed1.to_dict()  # the stream it stands for
 
 
 def test_a_held_out_seed_inside_the_training_streams_is_refused():

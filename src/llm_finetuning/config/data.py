@@ -160,7 +160,10 @@ class ReasoningGymConfig:
     num_eval: int = option(
         200, "held-out problems: another seed, held-out templates, no question that is in training"
     )
-    seed: int | None = option(None, "seed of the training problems; null = data.seed")
+    seed: int | None = option(
+        None,
+        "first random stream of the training problems; null = data.seed x 10000000 (seeds share no problem)",
+    )
     eval_seed: int | None = option(
         None,
         "seed of the held-out problems; null = seed + 1000000 (reasoning-gym makes entry i from seed + i, "

@@ -8,7 +8,8 @@ must still measure problems the model never saw, and "another seed" alone does n
 - **by seed**: reasoning-gym makes entry ``i`` of a dataset from the random stream ``seed + i``, so training
   entries come from ``seed, seed + 1, …`` and held-out ones from ``eval_seed, eval_seed + 1, …`` (default
   ``seed + 1000000``); the two ranges must not overlap (a ``DataError`` names the fix when a chosen
-  ``eval_seed`` makes them);
+  ``eval_seed`` makes them). ``data.seed`` s starts the training streams at ``s × 10000000``, not at ``s``:
+  seeds one apart would otherwise shift both windows by one entry and share every problem but one;
 - **by template**: a task built from templates (``gsm_symbolic``: one generator per GSM8K problem, 85 in use)
   holds a seeded share ``heldout_templates`` of them out: training never uses them, held-out problems use
   only them, so a held-out problem is a new story, not new numbers in a known one;
@@ -46,9 +47,10 @@ from .workings import WORKINGS, agrees
 if TYPE_CHECKING:
     from datasets import Dataset
 
-__all__ = ["EVAL_SEED_OFFSET", "TEMPLATES", "difficulty", "generate_task_rows", "heldout_templates"]
+__all__ = ["EVAL_SEED_OFFSET", "SEED_STRIDE", "TEMPLATES", "difficulty", "generate_task_rows", "heldout_templates"]
 
 EVAL_SEED_OFFSET = 1_000_000  # default eval_seed = seed + this: far past any training stream
+SEED_STRIDE = 10_000_000  # data.seed s draws from the streams s x this onward: past seed s - 1's held-out ones
 _GROWTH, _ROUNDS = 2, 7  # a draw that falls short retries with a dataset twice as large, up to 64x
 
 
@@ -102,7 +104,7 @@ def generate_task_rows(
     task's settings give, so a run that trains on other problems is still measured on the same ones."""
     from datasets import Dataset
 
-    seed = cfg.seed if cfg.seed is not None else seed
+    seed = cfg.seed if cfg.seed is not None else seed * SEED_STRIDE
     eval_seed = cfg.eval_seed if cfg.eval_seed is not None else seed + EVAL_SEED_OFFSET
     heldout = heldout_templates(task, cfg.heldout_templates, seed)
     settings = cfg.settings.get(task, {})
