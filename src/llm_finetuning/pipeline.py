@@ -56,6 +56,7 @@ from .runtime.distributed import (
     rank,
     run_on_main,
 )
+from .runtime.heap import HeapTrimmer
 from .runtime.logging_setup import library_warnings_hidden, setup_logging
 from .runtime.peak_memory import PeakMemory
 from .runtime.run_lock import RunLock
@@ -222,13 +223,15 @@ class Run:
         self.grpo_start: float | None = None  # greedy accuracy where GRPO started, on the problems it is scored on
         self.warned_fall = False
         self.memory = PeakMemory.start()  # each part's peak resident memory, engines and workers included
+        self.trimmer = HeapTrimmer.start(config.heap_trim_interval)  # the C heap's free pages back every second
 
     @contextlib.contextmanager
     def part(self, name: str) -> Iterator[None]:
         """A part of the run whose peak memory summary.json records (``memory``), as soon as it ends."""
         with self.memory.part(name):
             yield
-        self.recorder.set(memory=self.memory.record())
+        trimmed = self.trimmer.interval if self.trimmer.running else None
+        self.recorder.set(memory={**self.memory.record(), "heap_trimmed_every_s": trimmed})
 
     def steps(self, options: RunOptions) -> None:
         import transformers  # after the backend (pipeline.run imported Unsloth first when it is the backend)
@@ -464,8 +467,10 @@ class Run:
         self.engines.release_own()
 
     def free(self) -> None:
-        """End the run's vLLM engines, then drop the model (``Session.free``); stop watching the memory."""
+        """End the run's vLLM engines, then drop the model (``Session.free``); stop watching and trimming the
+        memory."""
         self.memory.stop()
+        self.trimmer.stop()
         self.session.free()
 
     def save(self, path: Path) -> None:

@@ -121,6 +121,12 @@ class PipelineConfig:
         None,
         "torch CPU threads for this run (recorded in summary.json); null = torch's default, one per core",
     )
+    heap_trim_interval: float | None = option(
+        1.0,
+        "seconds between handing the C heap's free pages back to the system during a run (glibc's malloc_trim, "
+        "from a thread): resident memory follows what is live instead of the heap's high-water mark (SmolLM2-135M's "
+        "GRPO peak 4.9 -> 3.2 GiB, steps about 5 % longer); null = never",
+    )
     model: ModelConfig = option(
         factory=ModelConfig, help="which base model, which backend, LoRA or full fine-tuning"
     )
@@ -149,6 +155,12 @@ class PipelineConfig:
                 self.num_threads > 0,
                 "num_threads",
                 f"must be > 0, or null for torch's default (got {self.num_threads})",
+            )
+        if self.heap_trim_interval is not None:
+            require(
+                self.heap_trim_interval > 0,
+                "heap_trim_interval",
+                f"must be > 0 seconds, or null to never trim (got {self.heap_trim_interval})",
             )
         grpo = self.grpo_training
         if grpo.max_prompt_length is not None and grpo.max_completion_length is not None:

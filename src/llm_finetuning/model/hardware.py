@@ -23,15 +23,14 @@ when they are left to it), so the hf backend, given the same config, trains the 
 
 from __future__ import annotations
 
-import functools
 import gc
 import importlib.util
 import logging
-from typing import Any
 
 import torch
 
 from ..config import ConfigError, ModelConfig
+from ..runtime.heap import trim_heap
 
 __all__ = ["CPU_VLLM_MIN_PARAMETERS", "cpu_computes_bf16", "free_memory", "gradient_checkpointing", "mixed_precision",
            "on_cuda", "optimizer", "precision_record", "resolve_dtype", "vllm_pays_off"]  # fmt: skip
@@ -205,31 +204,7 @@ def empty_cuda_cache() -> None:
 
 def free_memory() -> None:
     """Collect garbage, give cached CUDA memory back (vLLM needs it for its KV cache) and the C heap's free pages
-    to the system (``trim_heap``)."""
+    to the system (``runtime.heap.trim_heap``)."""
     gc.collect()
     empty_cuda_cache()
     trim_heap()
-
-
-def trim_heap() -> None:
-    """Give the C heap's free memory back to the system (glibc's ``malloc_trim``; elsewhere nothing).
-
-    glibc raises its mmap threshold each time a large block is freed, after which a training step's activations
-    and logits come from the heap, and the heap keeps its high-water mark: on SmolLM2-135M 9.4 of 12.6 GB of RSS
-    was free heap (docs/benchmarks.md). Called between phases and after an engine's teardown; not after every
-    training step: there the pages come straight back, and the step pays for faulting them in again
-    (docs/benchmarks.md).
-    """
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.lru_cache(maxsize=1)
-def _malloc_trim() -> Any:
-    try:
-        import ctypes
-
-        return ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc (macOS, musl): its allocator is left as it is
-        return None

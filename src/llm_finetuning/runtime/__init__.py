@@ -5,6 +5,7 @@ distributed.py    rank, world size, barriers and turns in a multi-process launch
 environment.py    package versions, the device in a line, disk and Hub reachability (``llm-finetune check``)
 hardware.py       what the machine offers, probed once: CUDA GPUs, whether vLLM loads
 peak_memory.py    each part of a run's peak resident memory, child processes included
+heap.py           the C heap's free pages handed back to the system, between phases and every second of a run
 logging_setup.py  one logger per module, on the console and in ``<output_dir>/training.log``
 run_lock.py       one run per output folder
 atomic_io.py      small files written whole or not at all

@@ -1,0 +1,86 @@
+"""Giving the C heap's free pages back to the system, once (``trim_heap``) or every few seconds of a run
+(``HeapTrimmer``).
+
+glibc's malloc keeps what a process frees for its next requests and returns little of it: each large free raises
+its mmap threshold (up to 32 MiB), after which a step's activations, a vLLM batch's buffers and a trainer's
+tensors of ever-changing sizes come from the heap, and the free holes between live blocks stay resident. On
+SmolLM2-135M the heap grew through every phase of a run (SFT 1.1 -> 2.4 GB in 60 steps, an evaluation by 0.6 GB,
+GRPO by 0.03 GB a step), and at GRPO's steady state 1.2-1.4 of its 2.3 GB were free (glibc's ``mallinfo2``).
+``malloc_trim(0)`` hands every free page back, in the middle of the heap too; what is live stays. Trimming
+every second from a thread bounds the resident set by what is live plus what a second allocates, whatever runs
+(a trainer's step, a vLLM ``generate`` call, a checkpoint save): GRPO's peak 4.9 -> 3.2 GiB for steps about 5 %
+longer (pages freed and used again are faulted in anew), docs/benchmarks.md. Elsewhere than glibc (macOS,
+musl) nothing is done.
+
+    trimmer = HeapTrimmer.start(interval=1.0)    # None: never
+    ...
+    trimmer.stop()
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import threading
+from typing import Any
+
+__all__ = ["HeapTrimmer", "trim_heap"]
+
+logger = logging.getLogger(__name__)
+
+
+def trim_heap() -> bool:
+    """Give the C heap's free pages to the system now; False where the C library has no ``malloc_trim``."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim() -> Any:
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc: its allocator is left as it is
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+class HeapTrimmer:
+    """A daemon thread that trims the heap every ``interval`` seconds until ``stop``."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.trims = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def start(cls, interval: float | None) -> HeapTrimmer:
+        """A trimmer running every ``interval`` seconds (None, or a C library without ``malloc_trim``: one that
+        never trims)."""
+        trimmer = cls(interval or 0.0)
+        if interval and _malloc_trim() is not None:
+            trimmer._thread = threading.Thread(target=trimmer._trim_until_stopped, name="heap-trim", daemon=True)
+            trimmer._thread.start()
+        return trimmer
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _trim_until_stopped(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                trim_heap()
+                self.trims += 1
+            except Exception:  # a trim that fails must not end the run
+                logger.debug("could not trim the heap", exc_info=True)
