@@ -125,7 +125,7 @@ class PipelineConfig:
         1.0,
         "seconds between handing the C heap's free pages back to the system during a run (glibc's malloc_trim, "
         "from a thread): resident memory follows what is live instead of the heap's high-water mark (SmolLM2-135M's "
-        "GRPO peak 4.9 -> 3.2 GiB, steps about 5 % longer); null = never",
+        "run: peak 6.9 -> 4.5 GiB, steps up to 5 % longer); null = never",
     )
     model: ModelConfig = option(
         factory=ModelConfig, help="which base model, which backend, LoRA or full fine-tuning"
