@@ -5,12 +5,13 @@ glibc's malloc keeps what a process frees for its next requests and returns litt
 its mmap threshold (up to 32 MiB), after which a step's activations, a vLLM batch's buffers and a trainer's
 tensors of ever-changing sizes come from the heap, and the free holes between live blocks stay resident. On
 SmolLM2-135M the heap grew through every phase of a run (SFT 1.1 -> 2.4 GB in 60 steps, an evaluation by 0.6 GB,
-GRPO by 0.03 GB a step), and at GRPO's steady state 1.2-1.4 of its 2.3 GB were free (glibc's ``mallinfo2``).
-``malloc_trim(0)`` hands every free page back, in the middle of the heap too; what is live stays. Trimming
-every second from a thread bounds the resident set by what is live plus what a second allocates, whatever runs
-(a trainer's step, a vLLM ``generate`` call, a checkpoint save): the real-model run's peak 6.9 -> 4.5 GiB with
-the same figures and step times (12 GRPO steps alone: 4.9 -> 3.2 GiB, steps up to 5 % longer, since pages freed
-and used again are faulted in anew), docs/benchmarks.md. Elsewhere than glibc (macOS, musl) nothing is done.
+GRPO by 0.03 GB a step), and at GRPO's steady state about half of it was free (glibc's ``mallinfo2``: 0.9-1.5 GB
+in use, 0.9-1.5 GB free). ``malloc_trim(0)`` hands every free page back, in the middle of the heap too; what is
+live stays. Trimming every second from a thread bounds the resident set by what is live plus what a second
+allocates, whatever runs (a trainer's step, a vLLM ``generate`` call, a checkpoint save): the real-model run's
+peak 6.9 -> 4.5 GiB with the same figures and step times (12 GRPO steps alone: 4.9 -> 3.2 GiB, steps up to 5 %
+longer, since pages freed and used again are faulted in anew), docs/benchmarks.md. Elsewhere than glibc (macOS,
+musl) nothing is done.
 
     trimmer = HeapTrimmer.start(interval=1.0)    # None: never
     ...
