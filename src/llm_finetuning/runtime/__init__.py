@@ -6,6 +6,7 @@ environment.py    package versions, the device in a line, disk and Hub reachabil
 hardware.py       what the machine offers, probed once: CUDA GPUs, whether vLLM loads
 peak_memory.py    each part of a run's peak resident memory, child processes included
 heap.py           the C heap's free pages handed back to the system, between phases and every second of a run
+periodic.py       a call repeated every few seconds in a daemon thread (the memory's sampling and trimming)
 logging_setup.py  one logger per module, on the console and in ``<output_dir>/training.log``
 run_lock.py       one run per output folder
 atomic_io.py      small files written whole or not at all

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import logging
-import threading
 from typing import Any
 
-__all__ = ["HeapTrimmer", "trim_heap"]
+from .periodic import Periodic
 
-logger = logging.getLogger(__name__)
+__all__ = ["HeapTrimmer", "trim_heap"]
 
 
 def trim_heap() -> bool:
@@ -51,13 +49,12 @@ def _malloc_trim() -> Any:
 
 
 class HeapTrimmer:
-    """A daemon thread that trims the heap every ``interval`` seconds until ``stop``."""
+    """Trims the heap every ``interval`` seconds from a daemon thread until ``stop``."""
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
         self.trims = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._trimmer = Periodic(self._trim, interval, name="heap-trim")
 
     @classmethod
     def start(cls, interval: float | None) -> HeapTrimmer:
@@ -65,23 +62,16 @@ class HeapTrimmer:
         never trims)."""
         trimmer = cls(interval or 0.0)
         if interval and _malloc_trim() is not None:
-            trimmer._thread = threading.Thread(target=trimmer._trim_until_stopped, name="heap-trim", daemon=True)
-            trimmer._thread.start()
+            trimmer._trimmer.start()
         return trimmer
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._trimmer.running
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._trimmer.stop()
 
-    def _trim_until_stopped(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                trim_heap()
-                self.trims += 1
-            except Exception:  # a trim that fails must not end the run
-                logger.debug("could not trim the heap", exc_info=True)
+    def _trim(self) -> None:
+        trim_heap()
+        self.trims += 1

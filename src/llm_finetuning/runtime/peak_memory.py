@@ -17,15 +17,14 @@ process's tree: the other ranks are the launcher's children, not its own.
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PeakMemory", "tree_rss"]
+from .periodic import Periodic
 
-logger = logging.getLogger(__name__)
+__all__ = ["PeakMemory", "tree_rss"]
 
 GIB = 2**30
 
@@ -65,16 +64,12 @@ class PeakMemory:
         self.peaks: dict[str, int] = {}
         self._active: list[str] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._sampler = Periodic(self.sample, interval, name="peak-memory")
 
     @classmethod
     def start(cls, interval: float = 0.5) -> PeakMemory:
         watcher = cls(interval)
-        watcher._thread = threading.Thread(
-            target=watcher._sample_until_stopped, name="peak-memory", daemon=True
-        )
-        watcher._thread.start()
+        watcher._sampler.start()
         return watcher
 
     @contextlib.contextmanager
@@ -106,13 +101,4 @@ class PeakMemory:
                 "sampled_every_s": self.interval}  # fmt: skip
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _sample_until_stopped(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.sample()
-            except Exception:
-                logger.debug("could not read the process tree's memory", exc_info=True)
+        self._sampler.stop()
