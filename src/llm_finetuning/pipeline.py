@@ -223,7 +223,7 @@ class Run:
         self.grpo_start: float | None = None  # greedy accuracy where GRPO started, on the problems it is scored on
         self.warned_fall = False
         self.memory = PeakMemory.start()  # each part's peak resident memory, engines and workers included
-        self.trimmer = HeapTrimmer.start(config.heap_trim_interval)  # the C heap's free pages back, every heap_trim_interval s
+        self.trimmer = HeapTrimmer.start(config.heap_trim_interval)  # free heap pages back to the system
 
     @contextlib.contextmanager
     def part(self, name: str) -> Iterator[None]:
