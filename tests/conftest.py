@@ -158,7 +158,8 @@ VLLM_LORA = "model.lora={rank: 8, alpha: 16, target_modules: [q_proj, k_proj, v_
 def vllm_runs(tmp_path_factory) -> dict[str, Any]:
     """Two tiny runs for the vLLM lane: ``full`` (SFT, then GRPO with vLLM rollouts, evaluated on vLLM) and
     ``lora`` (LoRA SFT only, no evaluation): their output directories; ``engines_at_sft``: how many vLLM engines
-    the full run's evaluations had started were still alive, and whether its owner held one, when SFT began."""
+    the full run's evaluations had started were still alive, and whether its owner held one, when SFT began, and
+    ``kinds``: whose engine (ours, TRL's) each of the full run's generations ran on, in order."""
     from llm_finetuning.pipeline import RunOptions, run
     from llm_finetuning.runtime.hardware import vllm_problem
 
@@ -175,17 +176,20 @@ def vllm_runs(tmp_path_factory) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _engines_watched() -> Iterator[dict[str, Any]]:
-    """Weak references to every engine ``EngineOwner.ready`` hands out, counted (alive) when SFT starts."""
+    """Weak references to every engine ``EngineOwner.ready`` hands out, counted (alive) when SFT starts, and the
+    kind of each (``kinds``)."""
     from llm_finetuning.pipeline import Run
     from llm_finetuning.rollout import EngineOwner
 
-    handed, seen = [], {}
+    handed, kinds = [], []
+    seen: dict[str, Any] = {"kinds": kinds}
     original_ready, original_sft = EngineOwner.ready, Run.train_sft
 
     @contextlib.contextmanager
     def ready(self, model, base_path):
         with original_ready(self, model, base_path) as llm:
             handed.append(weakref.ref(llm))
+            kinds.append(self.running.kind)
             yield llm
 
     def train_sft(self, resume):

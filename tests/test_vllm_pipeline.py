@@ -75,6 +75,15 @@ def test_an_evaluation_engine_is_shut_down_before_sft_trains(vllm_runs):
     assert at_sft["alive"] == 0 and at_sft["held"] is False
 
 
+def test_the_after_sft_evaluation_generates_on_the_engine_grpo_trains_with(vllm_runs):
+    """After SFT the run starts one engine, TRL's, and evaluates on it before GRPO's first step: the before-SFT
+    evaluation alone runs on an engine of ours (SFT then holds none), every later one on TRL's."""
+    kinds = vllm_runs["engines_at_sft"]["kinds"]  # one per generation: greedy, then the samples of a stage
+    assert kinds[:2] == ["ours", "ours"] and len(kinds) > 2 and set(kinds[2:]) == {"trl"}, kinds
+    log = (vllm_runs["full"] / "training.log").read_text()
+    assert log.count("vLLM engine shut down (ours)") == 1
+
+
 def test_a_finished_run_leaves_no_engine_so_load_trained_starts_its_own(vllm_runs):
     import torch
     from vllm.distributed import parallel_state

@@ -253,11 +253,12 @@ class Run:
                 self.train_sft(options.resume)  # 4. SFT, save sft/final, free the trainer's memory
         else:
             self.continue_from_sft(record_skip=not sft_done_earlier)  # 4'. sft/final (or the base model)
-        if sft_now or (grpo_now and not self.recorder.has_eval("after_sft")):
-            self.evaluate("after_sft", 0)  # 5. after SFT = GRPO step 0 (a resumed run keeps its figure)
+        after_sft = sft_now or (grpo_now and not self.recorder.has_eval("after_sft"))  # a resumed run keeps it
+        if after_sft and not grpo_now:
+            self.evaluate("after_sft", 0)  # 5. after SFT
         if grpo_now:
-            with self.part("grpo"):
-                steps = self.train_grpo(options.resume)  # 6. GRPO with periodic evaluation, save the adapter
+            with self.part("grpo"):  # 5'. after SFT = GRPO step 0, once GRPO's trainer has started its engine
+                steps = self.train_grpo(options.resume, evaluate_first=after_sft)  # 6. GRPO, save the adapter
             self.evaluate("after_grpo", steps)  # 7. the trained model
         elif not options.skip_grpo:
             self.finish_grpo_earlier(state.load()["grpo"].get("steps", 0))  # 6'. GRPO had finished
@@ -401,16 +402,25 @@ class Run:
         if record_skip:
             self.recorder.record_skipped("sft")
 
-    def train_grpo(self, resume: bool) -> int:
+    def train_grpo(self, resume: bool, evaluate_first: bool) -> int:
+        """GRPO; with ``evaluate_first``, the after-SFT evaluation between the trainer's build and its first step,
+        on the engine the trainer started (TRL's, in a single-process run with vLLM rollouts): the run starts one
+        engine, not one for the evaluation and another for GRPO."""
         from .training.grpo import GRPOPhase
 
         if self.config.grpo_training.difficulty_band is not None:
             self.keep_problems_within_band()
-        self.start_grpo_watch()
+
+        def before_training() -> None:
+            if evaluate_first:
+                self.evaluate("after_sft", 0)
+            self.start_grpo_watch()
+
         phase = GRPOPhase(
             self.config, self.plan, self.manager, self.engines, self.grpo_data, self.reward_funcs, self.reward_weights,
             self.recorder.metrics,
             evaluate=lambda model, step: self.evaluate(f"grpo_step_{step}", step, model=model, during_grpo=True),
+            before_training=before_training,
         )  # fmt: skip
         result = phase.run(resume=resume, run_id=self.recorder.run_id)
         if self.best is not None:

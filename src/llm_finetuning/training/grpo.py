@@ -49,11 +49,12 @@ class GRPOPhase(TrainingPhase):
         reward_weights: list[float],
         metrics: MetricsWriter | None,
         evaluate: Callable[[Any, int], None] | None = None,
+        before_training: Callable[[], None] | None = None,
     ) -> None:
         callbacks: list[Any] = [GRPOHealth(config.grpo_training.advantages)]
         if evaluate is not None and config.grpo_training.eval_strategy == "steps":
             callbacks.append(PeriodicEvaluation(config.grpo_training.eval_steps, evaluate, self.model_for_generation))
-        super().__init__(manager, Path(config.output_dir) / "grpo", metrics, callbacks)
+        super().__init__(manager, Path(config.output_dir) / "grpo", metrics, callbacks, before_training)
         self.config, self.plan, self.engines, self.data = config, plan, engines, data
         self.passed_through = tuple(config.grpo_training.trl)
         self.reward_funcs, self.reward_weights = reward_funcs, reward_weights

@@ -14,7 +14,7 @@ import logging
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,8 +52,9 @@ class TrainingPhase(ABC):
     section = ""  # the config section of this phase's settings
 
     def __init__(self, manager: ModelManager, output_dir: Path, metrics: MetricsWriter | None,
-                 callbacks: list[Any] | None = None) -> None:
+                 callbacks: list[Any] | None = None, before_training: Callable[[], None] | None = None) -> None:
         self.manager = manager
+        self.before_training = before_training  # runs once the trainer is built (its engine started), untimed
         self.output_dir = Path(output_dir)
         self.metrics = metrics
         self.callbacks = list(callbacks or [])
@@ -72,6 +73,8 @@ class TrainingPhase(ABC):
         backend.checkpoint_activations(self.manager.model, backend.trainer_checkpointing(self.config.model, phase_setting))
         trainer = self.build_trainer()
         self.manager.backend.check_trainer(trainer)
+        if self.before_training is not None:
+            self.before_training()
         settings = trainer_settings(trainer, self.settings_names, self.passed_through)
         self.trainer_ref = weakref.ref(trainer)
         stop = GracefulStop()
