@@ -102,6 +102,31 @@ def test_a_seed_fixes_the_vllm_samples_and_leaves_trainings_random_state_alone(l
     assert all(len({c.text for c in group}) > 1 for group in first)  # not one sample repeated K times
 
 
+def test_min_p_samples_are_drawn_among_the_kept_tokens_and_log_prob_requests_by_vllm(loaded, manager, problems,
+                                                                                    monkeypatch):  # fmt: skip
+    """Evaluation's sampled requests (min_p, no log-probs) go through ``draw_within_min_p``; a request for log-probs,
+    as GRPO's rollouts make, and greedy decoding keep vLLM's own sampler (the accuracy test above checks the
+    draws' distribution against the hf engine's)."""
+    from vllm import SamplingParams
+
+    from llm_finetuning.rollout import SamplingSettings, min_p_draws
+
+    rows = []
+    draw = min_p_draws.draw_within_min_p
+    monkeypatch.setattr(min_p_draws, "draw_within_min_p", lambda logits, min_p: rows.append(len(logits)) or draw(logits, min_p))
+    sampling = SamplingSettings.from_config(manager.config, num_samples=K, max_new_tokens=TOKENS, seed=3)
+    assert sampling.min_p > 0 and not sampling.greedy
+    groups = loaded.engine.generate(list(problems["prompt"])[:4], sampling)
+    assert len(rows) >= TOKENS // 2 and max(rows) == 4 * K  # every decode step, the whole batch at once
+    assert all(len({c.text for c in group}) > 1 for group in groups)
+    rows.clear()
+    llm = loaded.engines.running.llm
+    rollout = SamplingParams(temperature=1.0, min_p=sampling.min_p, max_tokens=8, logprobs=0)
+    loaded.engine.generate(list(problems["prompt"])[:2], SamplingSettings(greedy=True, max_new_tokens=8))
+    (output,) = llm.generate(["What is 1 + 1?"], rollout, use_tqdm=False)
+    assert output.outputs[0].logprobs and rows == []
+
+
 def test_the_engine_generates_with_the_weights_the_model_has_now(loaded, manager, problems):
     import torch
 

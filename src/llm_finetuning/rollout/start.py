@@ -37,6 +37,7 @@ from ..model.hardware import (
     vllm_kv_cache_arguments,
 )
 from ..runtime.logging_setup import console_stream, libraries_verbose, log_file, set_console_stream
+from .min_p_draws import use_min_p_draws
 from .weights import forget_reload_state
 
 __all__ = ["engine_arguments", "native_output_to_log", "preserved_process_state", "shut_down",
@@ -72,6 +73,7 @@ def start_engine(config: PipelineConfig, model_path: str, cuda: bool) -> Any:
 
     if not cuda:
         check_cpu_head_size(model_path)
+        use_min_p_draws()  # evaluation's min_p samples drawn among the kept tokens (vLLM's CPU sampler)
     started = time.perf_counter()
     with single_process_launch(), preserved_process_state(), stdout_with_a_descriptor(), native_output_to_log():
         llm = LLM(**engine_arguments(config, model_path))

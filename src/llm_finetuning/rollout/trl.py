@@ -36,6 +36,7 @@ import torch
 from ..model.hardware import empty_cuda_cache, resolve_dtype, vllm_device_arguments, vllm_kv_cache_arguments
 from ..runtime.logging_setup import libraries_verbose
 from ..runtime.trl_patches import replace_method
+from .min_p_draws import use_min_p_draws
 from .owner import EngineOwner
 from .start import native_output_to_log, single_process_launch, stdout_with_a_descriptor
 from .weights import model_weights, push_weights
@@ -81,6 +82,7 @@ def _llm_with(llm_class: type, overrides: dict[str, Any], /, **arguments: Any) -
     seqs = max(arguments.get("max_num_seqs") or 0, EVALUATION_SEQS)
     arguments = {**arguments, **overrides, "max_num_seqs": seqs}
     cache = vllm_kv_cache_arguments(arguments["model"], arguments.get("max_model_len") or 0, arguments["dtype"])
+    use_min_p_draws()  # evaluation's min_p samples on this engine drawn among the kept tokens (CPU build only)
     return llm_class(**arguments, **cache)
 
 
