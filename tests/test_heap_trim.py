@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import psutil
 import pytest
+import torch
 
 from llm_finetuning.config import ConfigError, PipelineConfig
-from llm_finetuning.runtime.heap import HeapTrimmer, trim_heap
+from llm_finetuning.runtime.heap import ONEDNN_CACHE_CAPACITY, HeapTrimmer, bound_onednn_cache, trim_heap
 
 MIB = 2**20
 
@@ -54,3 +58,44 @@ def test_no_interval_means_no_thread():
 def test_a_trim_interval_must_be_positive(interval):
     with pytest.raises(ConfigError, match="heap_trim_interval"):
         PipelineConfig.from_dict({"heap_trim_interval": interval})
+
+
+_MANY_SHAPES = """
+import ctypes, sys
+import torch
+from llm_finetuning.runtime.heap import bound_onednn_cache
+if sys.argv[1] == "bounded":
+    bound_onednn_cache()
+weight = torch.randn(1536, 576, dtype=torch.bfloat16, requires_grad=True)
+for rows in range(200, 1400, 4):  # a batch shape per step, as SFT's padded lengths and GRPO's steps make
+    torch.nn.functional.linear(torch.randn(rows, 576, dtype=torch.bfloat16, requires_grad=True), weight).sum().backward()
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc_trim(0)
+class Info(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc.mallinfo2.restype = Info
+print(libc.mallinfo2().uordblks)
+"""
+
+
+def test_a_bounded_onednn_cache_keeps_less_live_on_the_heap():
+    """oneDNN builds primitives for every new matmul shape and keeps up to 1,024 of them with their buffers; bounded,
+    300 shapes leave far less in use on the heap (measured: 0.61 against 0.36 GB)."""
+    if not trim_heap() or not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        pytest.skip("glibc's mallinfo2 and oneDNN's bf16 matmuls are needed to see it")
+    env = {key: value for key, value in os.environ.items() if key != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+    env["OMP_NUM_THREADS"] = "1"
+    in_use = {}
+    for mode in ("default", "bounded"):
+        done = subprocess.run([sys.executable, "-c", _MANY_SHAPES, mode], env=env, capture_output=True, text=True,
+                              timeout=300, check=True)  # fmt: skip
+        in_use[mode] = int(done.stdout.split()[-1])
+    assert in_use["bounded"] < in_use["default"] - 100 * MIB, in_use
+
+
+def test_a_onednn_cache_capacity_the_user_set_is_kept(monkeypatch):
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    assert bound_onednn_cache() == str(ONEDNN_CACHE_CAPACITY) == os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"]
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "512")
+    assert bound_onednn_cache() == "512"

@@ -56,7 +56,7 @@ from .runtime.distributed import (
     rank,
     run_on_main,
 )
-from .runtime.heap import HeapTrimmer
+from .runtime.heap import HeapTrimmer, bound_onednn_cache
 from .runtime.logging_setup import library_warnings_hidden, setup_logging
 from .runtime.peak_memory import PeakMemory
 from .runtime.run_lock import RunLock
@@ -110,6 +110,7 @@ def _run_locked(config: PipelineConfig, options: RunOptions, output_dir: Path, l
     use_grader(config.grader)  # whose verdict rewards and evaluations use, in this process
     if config.num_threads is not None:  # CPU numerics depend on the thread count: fix it, don't inherit it
         torch.set_num_threads(config.num_threads)
+    bound_onednn_cache()  # before the model's first matmul: what oneDNN keeps live stays small
     recorder = run_on_main(lambda: _start_outputs(config, output_dir, options))
     if not is_main_process():  # the main process has reset (or kept) the files: read the same state
         recorder = RunRecorder.start(output_dir, resume=options.resume, writes=False)

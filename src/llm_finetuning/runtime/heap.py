@@ -1,5 +1,5 @@
 """Giving the C heap's free pages back to the system, once (``trim_heap``) or every few seconds of a run
-(``HeapTrimmer``).
+(``HeapTrimmer``), and bounding what oneDNN keeps live on it (``bound_onednn_cache``).
 
 glibc's malloc keeps what a process frees for its next requests and returns little of it: each large free raises
 its mmap threshold (up to 32 MiB), after which a step's activations, a vLLM batch's buffers and a trainer's
@@ -16,17 +16,31 @@ musl) nothing is done.
     trimmer = HeapTrimmer.start(interval=1.0)    # None: never
     ...
     trimmer.stop()
+
+What is live stays, and part of that was oneDNN's (torch's CPU matmuls in bf16, vLLM's CPU linear layers): it
+keeps up to 1,024 compiled primitives with their buffers, and every new batch shape (each SFT batch's padded
+length, each GRPO step's prompt and completion lengths) makes new ones. On SmolLM2-135M, 30 SFT steps left 0.92 GB
+in use on the heap once the trainer was freed against 0.41 GB after loading; with 64 primitives kept, 0.70 GB.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from typing import Any
 
 from .periodic import Periodic
 
-__all__ = ["HeapTrimmer", "trim_heap"]
+__all__ = ["ONEDNN_CACHE_CAPACITY", "HeapTrimmer", "bound_onednn_cache", "trim_heap"]
+
+ONEDNN_CACHE_CAPACITY = 64  # primitives; a step reuses its few shapes across every layer, and a new step's are new
+
+
+def bound_onednn_cache() -> str:
+    """Keep oneDNN's primitive cache to ``ONEDNN_CACHE_CAPACITY`` in this process (oneDNN reads the variable when it
+    builds its first primitive, so before any matmul); a capacity the user set is kept. Returns the one in force."""
+    return os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_CACHE_CAPACITY))
 
 
 def trim_heap() -> bool:
