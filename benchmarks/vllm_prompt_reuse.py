@@ -8,6 +8,9 @@ The adapter is folded into its base model once (a folder under the system's temp
 (``vllm.LLM`` keywords laid over the pipeline's own engine arguments, ``rollout.start.engine_arguments``) then
 starts an engine of its own in a fresh process and generates what an evaluation asks for: the config's held-out
 problems greedy, then ``evaluation.sampled_k`` samples each at evaluation's sampling settings, as two calls.
+Two keys of a variant are not ``vllm.LLM``'s: ``"sampler": "vllm"`` leaves vLLM's own sampler in place of the
+pipeline's min_p draws (``rollout/min_p_draws.py``), and ``"heap_trim_interval": 1.0`` runs the run's heap
+trimmer beside the engine.
 Prints, per variant and call, the seconds, the generated tokens and vLLM's prefix-cache counters (prompt tokens
 looked up, and found already computed) as JSON lines.
 """
@@ -50,10 +53,16 @@ def generate(config_path: Path, overrides: list[str], model: Path, variant: dict
     from llm_finetuning.evaluation.evaluator import Evaluator
     from llm_finetuning.evaluation.judge import CompletionJudge
     from llm_finetuning.rollout.hf import render_prompts
+    from llm_finetuning.rollout.min_p_draws import use_min_p_draws
     from llm_finetuning.rollout.start import engine_arguments, single_process_launch
     from llm_finetuning.rollout.vllm import sampling_arguments
+    from llm_finetuning.runtime.heap import HeapTrimmer
     from llm_finetuning.tools.evaluate import load_held_out
 
+    keywords = dict(variant)
+    if keywords.pop("sampler", "pipeline") != "vllm":  # the pipeline's engines draw min_p samples this way
+        use_min_p_draws()
+    trimmer = HeapTrimmer.start(keywords.pop("heap_trim_interval", None))  # the run's trimmer beside it, or none
     config = PipelineConfig.from_yaml(config_path, overrides)
     tokenizer = AutoTokenizer.from_pretrained(model)
     rows, _ = load_held_out(config, tokenizer, config.evaluation.num_samples)
@@ -62,7 +71,7 @@ def generate(config_path: Path, overrides: list[str], model: Path, variant: dict
     with single_process_launch():
         from vllm import LLM
 
-        llm = LLM(**{**engine_arguments(config, str(model)), "disable_log_stats": False, **variant})
+        llm = LLM(**{**engine_arguments(config, str(model)), "disable_log_stats": False, **keywords})
     for label, sampling in (("greedy", evaluator.greedy), ("sampled", evaluator.sampled)):
         params = SamplingParams(**sampling_arguments(sampling, tokenizer.eos_token_id))
         requests = [{"prompt_token_ids": prompt} for prompt in ids for _ in range(sampling.per_prompt)]
@@ -74,6 +83,7 @@ def generate(config_path: Path, overrides: list[str], model: Path, variant: dict
         print(json.dumps({"variant": variant, "call": label, "requests": len(requests), "seconds": round(seconds, 1),
                           "tokens": sum(len(output.outputs[0].token_ids) for output in outputs),
                           "cumulative": counters}), flush=True)  # fmt: skip
+    trimmer.stop()
 
 
 def main() -> None:
