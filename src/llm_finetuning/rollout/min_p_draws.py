@@ -40,7 +40,8 @@ def draw_within_min_p(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor
         return keys.argmax(dim=-1)
     values = logits[rows, columns]
     keys = values - torch.empty_like(values).exponential_().log_()
-    best = torch.full((logits.shape[0],), -math.inf, dtype=keys.dtype).scatter_reduce_(0, rows, keys, "amax")
+    best = torch.full((logits.shape[0],), -math.inf, dtype=keys.dtype, device=logits.device)
+    best.scatter_reduce_(0, rows, keys, "amax")  # each row's largest key
     winners = keys == best[rows]
     tokens = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
     tokens[rows[winners]] = columns[winners]
