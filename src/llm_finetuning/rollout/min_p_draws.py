@@ -51,6 +51,7 @@ def draw_within_min_p(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor
 def use_min_p_draws() -> None:
     """Route vLLM's sampler (CPU build, this process) through ``draw_within_min_p`` where a batch fits it. Once."""
     from vllm.platforms import current_platform
+    from vllm.v1.sample.logits_processor.builtin import MinPLogitsProcessor
     from vllm.v1.sample.sampler import Sampler
 
     if not current_platform.is_cpu() or getattr(Sampler.sample, "draws_within_min_p", False):
@@ -59,7 +60,7 @@ def use_min_p_draws() -> None:
 
     @functools.wraps(vllm_sample)
     def sample(self: Any, logits: torch.Tensor, metadata: Any, logprobs_mode_override: Any = None) -> Any:
-        min_p = _min_p_alone(self, logits, metadata)
+        min_p = _min_p_alone(self, logits, metadata, MinPLogitsProcessor)
         if min_p is None:
             return vllm_sample(self, logits, metadata, logprobs_mode_override)
         logits = self.apply_temperature(logits, metadata.temperature, True)
@@ -69,11 +70,9 @@ def use_min_p_draws() -> None:
     Sampler.sample = sample
 
 
-def _min_p_alone(sampler: Any, logits: torch.Tensor, metadata: Any) -> torch.Tensor | None:
-    """The batch's ``(rows, 1)`` min_p where min_p is the only filter on every row's random draw and no row wants
-    log-probs; else None."""
-    from vllm.v1.sample.logits_processor.builtin import MinPLogitsProcessor
-
+def _min_p_alone(sampler: Any, logits: torch.Tensor, metadata: Any, min_p_class: type) -> torch.Tensor | None:
+    """The batch's ``(rows, 1)`` min_p where min_p (vLLM's ``min_p_class`` processor) is the only filter on every
+    row's random draw and no row wants log-probs; else None."""
     if not metadata.all_random or metadata.max_num_logprobs is not None or metadata.logprob_token_ids:
         return None
     if metadata.top_k is not None or metadata.top_p is not None or metadata.generators:
@@ -81,7 +80,7 @@ def _min_p_alone(sampler: Any, logits: torch.Tensor, metadata: Any) -> torch.Ten
     if getattr(sampler, "use_fp64_gumbel", False):
         return None
     processors = metadata.logitsprocs.argmax_invariant
-    if len(processors) != 1 or not isinstance(processors[0], MinPLogitsProcessor):
+    if len(processors) != 1 or not isinstance(processors[0], min_p_class):
         return None
     min_p_processor = processors[0]
     rows = logits.shape[0]
