@@ -50,9 +50,12 @@ def draw_within_min_p(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor
 
 def use_min_p_draws() -> None:
     """Route vLLM's sampler (CPU build, this process) through ``draw_within_min_p`` where a batch fits it. Once."""
-    from vllm.platforms import current_platform
-    from vllm.v1.sample.logits_processor.builtin import MinPLogitsProcessor
-    from vllm.v1.sample.sampler import Sampler
+    try:
+        from vllm.platforms import current_platform
+        from vllm.v1.sample.logits_processor.builtin import MinPLogitsProcessor
+        from vllm.v1.sample.sampler import Sampler
+    except ImportError:  # no vLLM in this environment: no sampler of its to route
+        return
 
     if not current_platform.is_cpu() or getattr(Sampler.sample, "draws_within_min_p", False):
         return
