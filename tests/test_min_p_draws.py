@@ -37,16 +37,19 @@ def _frequencies(logits: torch.Tensor, min_p: float, seed: int = 0) -> torch.Ten
     return torch.bincount(tokens, minlength=VOCAB).double() / DRAWS
 
 
+def _assert_drawn_as(observed: torch.Tensor, expected: torch.Tensor) -> None:
+    """No token min_p drops, and every token's frequency within four standard errors of its probability."""
+    assert observed[expected == 0].sum() == 0
+    bound = 4 * torch.sqrt(expected * (1 - expected) / DRAWS) + 1 / DRAWS
+    assert torch.all((observed - expected).abs() <= bound), (observed - expected).abs().max()
+
+
 @pytest.mark.parametrize("min_p", [0.1, 0.02, 0.5])
 def test_the_draws_follow_vllms_min_p_distribution(min_p):
     logits = _logits(0)
     expected = _vllm_distribution(logits, min_p).double()
-    observed = _frequencies(logits, min_p)
-    assert observed[expected == 0].sum() == 0  # never a token min_p drops
     assert (expected > 0).sum() > 1  # a real choice, not one token
-    # four standard errors of a multinomial frequency, every token
-    bound = 4 * torch.sqrt(expected * (1 - expected) / DRAWS) + 1 / DRAWS
-    assert torch.all((observed - expected).abs() <= bound), (observed - expected).abs().max()
+    _assert_drawn_as(_frequencies(logits, min_p), expected)
 
 
 def test_a_permissive_min_p_takes_the_dense_draw_with_the_same_distribution():
@@ -54,10 +57,7 @@ def test_a_permissive_min_p_takes_the_dense_draw_with_the_same_distribution():
     logits[:VOCAB // 2] = 1.0  # half the vocabulary kept at min_p 0.3: over the sparse share
     assert (logits >= logits.max() + math.log(0.3)).float().mean() > SPARSE_SHARE
     expected = _vllm_distribution(logits, 0.3).double()
-    observed = _frequencies(logits, 0.3)
-    assert observed[expected == 0].sum() == 0
-    bound = 4 * torch.sqrt(expected * (1 - expected) / DRAWS) + 1 / DRAWS
-    assert torch.all((observed - expected).abs() <= bound)
+    _assert_drawn_as(_frequencies(logits, 0.3), expected)
 
 
 def test_each_row_keeps_its_own_tokens_and_a_seed_repeats_the_draws():
