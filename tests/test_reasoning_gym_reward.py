@@ -8,13 +8,16 @@ Run with ``uv run --extra reasoning-gym pytest -m reasoning_gym``; skipped, sayi
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import logging
 import multiprocessing
 import pickle
+import subprocess
+import sys
 import time
 
 import pytest
-from conftest import reasoning_gym_marks
+from conftest import ROOT, reasoning_gym_marks
 
 from llm_finetuning.config import PromptConfig
 from llm_finetuning.evaluation.judge import CompletionJudge
@@ -188,3 +191,31 @@ def test_partial_credit_from_a_verifier_is_not_right():
     judge = CompletionJudge(PromptConfig())
     right, near = (f"<SOLUTION>{value}</SOLUTION>" for value in (entry["answer"], int(entry["answer"]) + 1))
     assert [judge.is_correct(text, row) for text in (right, near)] == [True, False]  # the verifier gave 0.01
+
+
+@pytest.mark.parametrize(
+    ("entries", "started"),
+    [([SUM_REF], "True False"), ([""], "False True"), ([SUM_REF, ""], "True True")],
+    ids=["reasoning-gym rows", "graded rows", "both"],
+)
+def test_an_evaluator_starts_the_workers_its_problems_are_judged_in(entries, started):
+    """Built before SFT, the evaluator starts reasoning-gym's verifier (its import takes seconds) only where a
+    problem is a reasoning-gym row, and the grader's sympy worker only where one is graded; not at the first
+    verdict."""
+    rows = [{"prompt": [{"role": "user", "content": "4 - 1 ="}], "answer": "3", "reasoning_gym_entry": entry}
+            for entry in entries]  # fmt: skip
+    code = (
+        "import json, sys, datasets\n"
+        "from llm_finetuning.config import PipelineConfig\n"
+        "from llm_finetuning.evaluation.evaluator import Evaluator\n"
+        "from llm_finetuning.evaluation.judge import CompletionJudge\n"
+        "from llm_finetuning.grading import symbolic\n"
+        "from llm_finetuning.tasks import gym\n"
+        "config = PipelineConfig.from_yaml('configs/tiny.yaml')\n"
+        "rows = datasets.Dataset.from_list(json.load(sys.stdin))\n"
+        "Evaluator.from_config(config, rows, CompletionJudge(config.prompt), 16)\n"
+        "print(gym._VERIFIER.started(), symbolic.started())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], input=json.dumps(rows), capture_output=True, text=True,
+                            timeout=300, check=True, cwd=ROOT)  # fmt: skip
+    assert result.stdout.strip().splitlines()[-1] == started

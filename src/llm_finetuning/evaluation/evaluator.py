@@ -24,6 +24,7 @@ from ..config import PipelineConfig
 from ..reporting.progress import ProgressView, log_samples
 from ..rollout import SamplingSettings, generation_budget
 from ..rollout.settings import Progress
+from ..tasks import start_judges
 from .judge import CompletionJudge
 from .scoring import by_difficulty, figures, sample_answers, score_problems
 from .sharding import generate_sharded, own_share
@@ -79,14 +80,13 @@ class Evaluator:
         """The run's evaluator: the first ``limit`` problems (``evaluation.num_samples``), greedy plus ``sampled_k``
         samples each (``evaluation.sampled_k``) at evaluation's sampling settings (``evaluation.sampling``, else
         GRPO's; with ``rollouts``, GRPO's own: a pass rate as GRPO's groups will see it)."""
-        from ..grading import start_worker
-
-        start_worker()  # the grader's symbolic worker starts now, not at the first comparison that needs it
         evaluation = config.evaluation
         budget = generation_budget(config, computed_budget)
         limit = evaluation.num_samples if limit is None else limit
+        problems = problems.select(range(min(limit, len(problems))))
+        start_judges(problems)  # the verdicts' workers start now, not at the first verdict that needs one
         return cls(
-            problems.select(range(min(limit, len(problems)))),
+            problems,
             judge,
             SamplingSettings(greedy=True, max_new_tokens=budget),
             SamplingSettings.from_config(config, num_samples=sampled_k or evaluation.sampled_k,

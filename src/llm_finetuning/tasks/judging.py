@@ -6,8 +6,10 @@ not the math grader's. Every other row (the generated sums, GSM8K, MATH, a user'
 column) is judged by the math grader against its ``answer``. Evaluation's accuracy, GRPO's correctness gate and
 ``debug_grpo`` all ask ``task_for(row).is_right(...)``, so "right" means the same in every figure.
 
-A new kind of task is one more class with ``owns`` and ``is_right``, registered in ``TASKS`` before the
-grader's (the grader owns every row, so it comes last).
+A new kind of task is one more class with ``owns``, ``is_right`` and ``start``, registered in ``TASKS`` before
+the grader's (the grader owns every row, so it comes last). ``start_judges(rows)`` starts, in the background,
+the worker of each task that judges some of ``rows`` (the grader's sympy worker, reasoning-gym's verifier):
+their imports take seconds, paid while the model loads and trains rather than at an evaluation's first verdict.
 
     >>> task_for({"answer": "3"}).name, task_for({"answer": "3", "reasoning_gym_entry": "{...}"}).name
     ('graded', 'reasoning_gym')
@@ -17,14 +19,14 @@ grader's (the grader owns every row, so it comes last).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..grading import grade
+from ..grading import grade, start_worker
 from . import gym
 
-__all__ = ["TASKS", "AnswerTags", "GradedTask", "GymTask", "Task", "task_for"]
+__all__ = ["TASKS", "AnswerTags", "GradedTask", "GymTask", "Task", "start_judges", "task_for"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ class Task(Protocol):
     def is_right(self, completion: str, row: Mapping[str, Any], tags: AnswerTags) -> bool:
         """Whether ``completion`` answers ``row`` right (never raises, bounded in time)."""
 
+    def start(self) -> None:
+        """Start what ``is_right`` runs in, in the background; returns at once."""
+
 
 @dataclass(frozen=True)
 class GymTask:
@@ -60,6 +65,9 @@ class GymTask:
                                      tags.solution_end, self.timeout)  # fmt: skip
         return score >= 1.0
 
+    def start(self) -> None:
+        gym.start_verifier()
+
 
 @dataclass(frozen=True)
 class GradedTask:
@@ -74,6 +82,9 @@ class GradedTask:
         return grade(completion, str(row.get("answer", "")), solution_start=tags.solution_start,
                      solution_end=tags.solution_end)  # fmt: skip
 
+    def start(self) -> None:
+        start_worker()
+
 
 TASKS: tuple[Task, ...] = (GymTask(), GradedTask())  # the first that owns a row judges it
 
@@ -81,3 +92,13 @@ TASKS: tuple[Task, ...] = (GymTask(), GradedTask())  # the first that owns a row
 def task_for(row: Mapping[str, Any]) -> Task:
     """The task that judges answers to ``row``."""
     return next(task for task in TASKS if task.owns(row))
+
+
+def start_judges(rows: Iterable[Mapping[str, Any]]) -> None:
+    """Start the worker of every task that judges one of ``rows``, in the background; returns at once."""
+    judges: dict[str, Task] = {}
+    for row in rows:
+        task = task_for(row)
+        judges.setdefault(task.name, task)
+    for task in judges.values():
+        task.start()
