@@ -198,22 +198,15 @@ def test_partial_credit_from_a_verifier_is_not_right():
     [([SUM_REF], "True False"), ([""], "False True"), ([SUM_REF, ""], "True True")],
     ids=["reasoning-gym rows", "graded rows", "both"],
 )
-def test_an_evaluator_starts_the_workers_its_problems_are_judged_in(entries, started):
-    """Built before SFT, the evaluator starts reasoning-gym's verifier (its import takes seconds) only where a
-    problem is a reasoning-gym row, and the grader's sympy worker only where one is graded; not at the first
-    verdict."""
-    rows = [{"prompt": [{"role": "user", "content": "4 - 1 ="}], "answer": "3", "reasoning_gym_entry": entry}
-            for entry in entries]  # fmt: skip
+def test_the_workers_started_are_those_the_rows_are_judged_in(entries, started):
+    """reasoning-gym's verifier (its import takes seconds) starts only where a row is a reasoning-gym row, the
+    grader's sympy worker only where one is graded, in the background."""
+    rows = [{"answer": "3", "reasoning_gym_entry": entry} for entry in entries]
     code = (
-        "import json, sys, datasets\n"
-        "from llm_finetuning.config import PipelineConfig\n"
-        "from llm_finetuning.evaluation.evaluator import Evaluator\n"
-        "from llm_finetuning.evaluation.judge import CompletionJudge\n"
+        "import json, sys\n"
         "from llm_finetuning.grading import symbolic\n"
-        "from llm_finetuning.tasks import gym\n"
-        "config = PipelineConfig.from_yaml('configs/tiny.yaml')\n"
-        "rows = datasets.Dataset.from_list(json.load(sys.stdin))\n"
-        "Evaluator.from_config(config, rows, CompletionJudge(config.prompt), 16)\n"
+        "from llm_finetuning.tasks import gym, start_judges\n"
+        "start_judges(json.load(sys.stdin))\n"
         "print(gym._VERIFIER.started(), symbolic.started())\n"
     )
     result = subprocess.run([sys.executable, "-c", code], input=json.dumps(rows), capture_output=True, text=True,

@@ -62,6 +62,7 @@ from .runtime.peak_memory import PeakMemory
 from .runtime.run_lock import RunLock
 from .session import RunPlan, Session
 from .session.checks import check_config
+from .tasks import start_judges
 from .training.arguments import check_trainer_settings
 from .training.selection import held_out_warning
 
@@ -409,6 +410,9 @@ class Run:
         engine, not one for the evaluation and another for GRPO."""
         from .training.grpo import GRPOPhase
 
+        # the workers that judge GRPO's problems (reasoning-gym's verifier imports for seconds) start while the
+        # trainer starts its engine, mostly one thread's work, not beside SFT's or the evaluation's two
+        start_judges(self.grpo_data.train)
         if self.config.grpo_training.difficulty_band is not None:
             self.keep_problems_within_band()
 

@@ -83,10 +83,8 @@ class Evaluator:
         evaluation = config.evaluation
         budget = generation_budget(config, computed_budget)
         limit = evaluation.num_samples if limit is None else limit
-        problems = problems.select(range(min(limit, len(problems))))
-        start_judges(problems)  # the verdicts' workers start now, not at the first verdict that needs one
         return cls(
-            problems,
+            problems.select(range(min(limit, len(problems)))),
             judge,
             SamplingSettings(greedy=True, max_new_tokens=budget),
             SamplingSettings.from_config(config, num_samples=sampled_k or evaluation.sampled_k,
@@ -142,6 +140,7 @@ class Evaluator:
         sampling = self.sampled if sampled else self.greedy
         if sampling is None:
             raise ValueError("Evaluator.score(sampled=True): this evaluator draws no samples")
+        start_judges(self.problems)  # the verdicts' workers start while the completions generate, if not yet
         if progress is None:
             with ProgressView(label, self.completions(sampling), unit="completion") as view:
                 return self.score(engine, label, sampled=sampled, progress=view.advance)

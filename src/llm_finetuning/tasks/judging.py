@@ -8,8 +8,9 @@ column) is judged by the math grader against its ``answer``. Evaluation's accura
 
 A new kind of task is one more class with ``owns``, ``is_right`` and ``start``, registered in ``TASKS`` before
 the grader's (the grader owns every row, so it comes last). ``start_judges(rows)`` starts, in the background,
-the worker of each task that judges some of ``rows`` (the grader's sympy worker, reasoning-gym's verifier):
-their imports take seconds, paid while the model loads and trains rather than at an evaluation's first verdict.
+the worker of each task that judges some of ``rows`` (the grader's sympy worker, reasoning-gym's verifier),
+whose imports take seconds: the pipeline starts them while GRPO's trainer starts its engine, an evaluation as it
+starts generating, so no verdict waits for one.
 
     >>> task_for({"answer": "3"}).name, task_for({"answer": "3", "reasoning_gym_entry": "{...}"}).name
     ('graded', 'reasoning_gym')
