@@ -12,7 +12,13 @@ import pytest
 import torch
 
 from llm_finetuning.config import ConfigError, PipelineConfig
-from llm_finetuning.runtime.heap import ONEDNN_CACHE_CAPACITY, HeapTrimmer, bound_onednn_cache, trim_heap
+from llm_finetuning.runtime.heap import (
+    ONEDNN_CACHE_CAPACITY,
+    HeapTrimmer,
+    bound_onednn_cache,
+    onednn_cache_capacity,
+    trim_heap,
+)
 
 MIB = 2**20
 
@@ -94,8 +100,12 @@ def test_a_bounded_onednn_cache_keeps_less_live_on_the_heap():
     assert in_use["bounded"] < in_use["default"] - 100 * MIB, in_use
 
 
-def test_a_onednn_cache_capacity_the_user_set_is_kept(monkeypatch):
+def test_a_onednn_cache_capacity_the_user_set_is_kept_and_recorded_as_in_force(monkeypatch):
     monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    assert onednn_cache_capacity() is None  # oneDNN's own default
     assert bound_onednn_cache() == str(ONEDNN_CACHE_CAPACITY) == os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"]
+    assert onednn_cache_capacity() == ONEDNN_CACHE_CAPACITY
     monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "512")
-    assert bound_onednn_cache() == "512"
+    assert bound_onednn_cache() == "512" and onednn_cache_capacity() == 512
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "lots")
+    assert onednn_cache_capacity() == "lots"  # recorded as the user wrote it

@@ -68,6 +68,7 @@ def test_run_writes_every_output(finished_run):
     assert set(memory["peak_rss_gib"]) == {"load", "sft", "grpo", "evaluation"}
     assert all(0.1 < peak <= memory["main_process_peak_gib"] + 1 for peak in memory["peak_rss_gib"].values())
     assert memory["heap_trimmed_every_s"] == 1.0  # the default: the C heap's free pages handed back every second
+    assert memory["onednn_primitive_cache"] == 64  # the run bounds what oneDNN keeps (runtime/heap.py)
     assert "(peak memory in GiB, this process and its children: loading " in format_table(summary)  # the console's
 
 

@@ -56,7 +56,7 @@ from .runtime.distributed import (
     rank,
     run_on_main,
 )
-from .runtime.heap import HeapTrimmer, bound_onednn_cache
+from .runtime.heap import HeapTrimmer, bound_onednn_cache, onednn_cache_capacity
 from .runtime.logging_setup import library_warnings_hidden, setup_logging
 from .runtime.peak_memory import PeakMemory
 from .runtime.run_lock import RunLock
@@ -233,7 +233,8 @@ class Run:
         with self.memory.part(name):
             yield
         trimmed = self.trimmer.interval if self.trimmer.running else None
-        self.recorder.set(memory={**self.memory.record(), "heap_trimmed_every_s": trimmed})
+        self.recorder.set(memory={**self.memory.record(), "heap_trimmed_every_s": trimmed,
+                                  "onednn_primitive_cache": onednn_cache_capacity()})  # fmt: skip
 
     def steps(self, options: RunOptions) -> None:
         import transformers  # after the backend (pipeline.run imported Unsloth first when it is the backend)

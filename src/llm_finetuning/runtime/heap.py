@@ -32,15 +32,23 @@ from typing import Any
 
 from .periodic import Periodic
 
-__all__ = ["ONEDNN_CACHE_CAPACITY", "HeapTrimmer", "bound_onednn_cache", "trim_heap"]
+__all__ = ["ONEDNN_CACHE_CAPACITY", "HeapTrimmer", "bound_onednn_cache", "onednn_cache_capacity", "trim_heap"]
 
+_CAPACITY_VARIABLE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 ONEDNN_CACHE_CAPACITY = 64  # primitives; a step reuses its few shapes across every layer, and a new step's are new
 
 
 def bound_onednn_cache() -> str:
     """Keep oneDNN's primitive cache to ``ONEDNN_CACHE_CAPACITY`` in this process (oneDNN reads the variable when it
     builds its first primitive, so before any matmul); a capacity the user set is kept. Returns the one in force."""
-    return os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_CACHE_CAPACITY))
+    return os.environ.setdefault(_CAPACITY_VARIABLE, str(ONEDNN_CACHE_CAPACITY))
+
+
+def onednn_cache_capacity() -> int | str | None:
+    """The primitive cache capacity oneDNN reads in this process, as summary.json records it: a number of
+    primitives, the variable's text where it is not one, None where it is unset (oneDNN's default, 1,024)."""
+    value = os.environ.get(_CAPACITY_VARIABLE)
+    return int(value) if value is not None and value.strip().isdigit() else value
 
 
 def trim_heap() -> bool:
