@@ -99,20 +99,31 @@ def test_build_rewards_starts_the_worker_when_a_reward_grades(call, started):
     assert run_cold(code) == str(started)
 
 
-def test_building_the_runs_evaluator_starts_the_worker():
+def test_the_evaluators_scoring_starts_the_worker_before_it_generates(tiny_base):
     code = (
-        "from llm_finetuning.config import PipelineConfig\n"
+        "from types import SimpleNamespace\n"
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        "from llm_finetuning.config import PromptConfig\n"
         "from llm_finetuning.evaluation.evaluator import Evaluator\n"
+        "from llm_finetuning.evaluation.judge import CompletionJudge\n"
         "from llm_finetuning.grading import symbolic\n"
+        "from llm_finetuning.model.template import apply_chat_template_to\n"
+        "from llm_finetuning.rollout import SamplingSettings\n"
+        "from llm_finetuning.rollout.engines import HFEngine\n"
+        f"base = {str(tiny_base)!r}\n"
+        "tokenizer = apply_chat_template_to(AutoTokenizer.from_pretrained(base), PromptConfig())\n"
+        "engine = HFEngine(SimpleNamespace(model=AutoModelForCausalLM.from_pretrained(base), tokenizer=tokenizer))\n"
+        "seen, generate = [], engine.generate\n"
+        "engine.generate = lambda *args, **kwargs: seen.append(symbolic.started()) or generate(*args, **kwargs)\n"
+        "problems = [{'prompt': [{'role': 'user', 'content': 'What is 1 + 4?'}], 'answer': '5'}]\n"
+        "greedy = SamplingSettings(greedy=True, max_new_tokens=4)\n"
+        "evaluator = Evaluator(problems, CompletionJudge(PromptConfig()), greedy)\n"
         "before = symbolic.started()\n"
-        "class Problems(list):\n"
-        "    def select(self, indices):\n"
-        "        return Problems(self[i] for i in indices)\n"
-        f"config = PipelineConfig.from_yaml({str(TINY_CONFIG)!r})\n"
-        "Evaluator.from_config(config, Problems([{'prompt': [], 'answer': '1'}]), judge=None, computed_budget=8)\n"
-        "print(before, symbolic.started())"
+        "evaluator.score(engine, 'check')\n"
+        "print(before, seen)"
     )
-    assert run_cold(code) == "False True"
+    # graded problems: the grader's worker is started as the generation begins, not at the first verdict
+    assert run_cold(code).splitlines()[-1] == "False [True]"
 
 
 def test_there_is_one_sympy_name_safelist_and_every_name_in_it_can_be_evaluated():
