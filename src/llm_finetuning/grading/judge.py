@@ -173,7 +173,8 @@ def _same_digits(pred: str, base: re.Match) -> bool:
 
 def start_worker() -> None:
     """Start the sympy worker in the background if it is not running; returns at once. Call it when
-    a grader is built (``build_rewards`` does; evaluation does when its evaluator is built)."""
+    a grader is built (``build_rewards`` does) or graded problems are about to be judged
+    (``tasks.start_judges``: an evaluation as it starts generating)."""
     symbolic.start()
 
 
