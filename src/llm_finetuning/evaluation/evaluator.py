@@ -140,10 +140,10 @@ class Evaluator:
         sampling = self.sampled if sampled else self.greedy
         if sampling is None:
             raise ValueError("Evaluator.score(sampled=True): this evaluator draws no samples")
-        start_judges(self.problems)  # the verdicts' workers start while the completions generate, if not yet
         if progress is None:
             with ProgressView(label, self.completions(sampling), unit="completion") as view:
                 return self.score(engine, label, sampled=sampled, progress=view.advance)
+        start_judges(self.problems)  # the verdicts' workers start while the completions generate, if not yet
 
         def generate(prompts: list[Any]) -> list[Any]:
             return engine.generate(prompts, sampling, batch_size=self.batch_size, progress=progress)
