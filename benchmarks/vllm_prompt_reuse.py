@@ -8,16 +8,18 @@ The adapter is folded into its base model once (a folder under the system's temp
 (``vllm.LLM`` keywords laid over the pipeline's own engine arguments, ``rollout.start.engine_arguments``) then
 starts an engine of its own in a fresh process and generates what an evaluation asks for: the config's held-out
 problems greedy, then ``evaluation.sampled_k`` samples each at evaluation's sampling settings, as two calls.
-Two keys of a variant are not ``vllm.LLM``'s: ``"sampler": "vllm"`` leaves vLLM's own sampler in place of the
-pipeline's min_p draws (``rollout/min_p_draws.py``), and ``"heap_trim_interval": 1.0`` runs the run's heap
-trimmer beside the engine.
-Prints, per variant and call, the seconds, the generated tokens and vLLM's prefix-cache counters (prompt tokens
-looked up, and found already computed) as JSON lines.
+Three keys of a variant are not ``vllm.LLM``'s: ``"sampler": "vllm"`` leaves vLLM's own sampler in place of the
+pipeline's min_p draws (``rollout/min_p_draws.py``), ``"admission": "vllm"`` lets vLLM admit as many requests as
+``max_num_seqs`` rather than what the KV cache holds to their last token (``rollout/admission.py``), and
+``"heap_trim_interval": 1.0`` runs the run's heap trimmer beside the engine.
+Prints, per variant and call, the seconds, the generated tokens, vLLM's prefix-cache counters (prompt tokens
+looked up, and found already computed) and its preemptions so far as JSON lines.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -52,6 +54,7 @@ def generate(config_path: Path, overrides: list[str], model: Path, variant: dict
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.evaluation.evaluator import Evaluator
     from llm_finetuning.evaluation.judge import CompletionJudge
+    from llm_finetuning.rollout.admission import admitted_within_cache
     from llm_finetuning.rollout.hf import render_prompts
     from llm_finetuning.rollout.min_p_draws import use_min_p_draws
     from llm_finetuning.rollout.start import engine_arguments, single_process_launch
@@ -62,6 +65,7 @@ def generate(config_path: Path, overrides: list[str], model: Path, variant: dict
     keywords = dict(variant)
     if keywords.pop("sampler", "pipeline") != "vllm":  # the pipeline's engines draw min_p samples this way
         use_min_p_draws()
+    within_cache = keywords.pop("admission", "pipeline") != "vllm"
     trimmer = HeapTrimmer.start(keywords.pop("heap_trim_interval", None))  # the run's trimmer beside it, or none
     config = PipelineConfig.from_yaml(config_path, overrides)
     tokenizer = AutoTokenizer.from_pretrained(model)
@@ -76,10 +80,12 @@ def generate(config_path: Path, overrides: list[str], model: Path, variant: dict
         params = SamplingParams(**sampling_arguments(sampling, tokenizer.eos_token_id))
         requests = [{"prompt_token_ids": prompt} for prompt in ids for _ in range(sampling.per_prompt)]
         started = time.perf_counter()
-        outputs = llm.generate(requests, params, use_tqdm=False)
+        with admitted_within_cache(llm, ids, params.max_tokens) if within_cache else contextlib.nullcontext():
+            outputs = llm.generate(requests, params, use_tqdm=False)
         seconds = time.perf_counter() - started
         counters = {metric.name.removeprefix("vllm:"): metric.value for metric in llm.get_metrics()
-                    if metric.name in ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits")}  # fmt: skip
+                    if metric.name in ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
+                                       "vllm:num_preemptions")}  # fmt: skip
         print(json.dumps({"variant": variant, "call": label, "requests": len(requests), "seconds": round(seconds, 1),
                           "tokens": sum(len(output.outputs[0].token_ids) for output in outputs),
                           "cumulative": counters}), flush=True)  # fmt: skip

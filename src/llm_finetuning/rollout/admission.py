@@ -31,7 +31,9 @@ logger = logging.getLogger(__name__)
 def sequences_cache_holds(prompts: Sequence[Sequence[int]], max_tokens: int, blocks: int, block_size: int) -> int:
     """How many of the requests for ``prompts`` (token ids), each generating up to ``max_tokens``, a cache of
     ``blocks`` blocks of ``block_size`` tokens holds at once to their last token (at least 1)."""
-    shared = _common_prefix_length(prompts) // block_size  # whole blocks only: what vLLM caches and shares
+    # whole blocks only, as vLLM caches them, and never a prompt's last token: vLLM computes that one anew
+    reusable = min(_common_prefix_length(prompts), min(len(prompt) for prompt in prompts) - 1)
+    shared = max(0, reusable) // block_size
     longest = max(len(prompt) for prompt in prompts) + max_tokens
     own = max(1, math.ceil(longest / block_size) - shared)
     return max(1, (blocks - shared) // own)
