@@ -119,9 +119,10 @@ def cuda_devices() -> list[int]:
 
 
 # vLLM's CPU build allocates the KV cache it is told to (unset: a share of the free RAM). With 32-token blocks, 256 MiB
-# ran SmolLM2's 400-problem evaluation as fast as 1 GiB, where with 128-token blocks it had cost 15-20 % (each
-# sequence then held 256 token slots for ~150 tokens): docs/benchmarks.md. The user's VLLM_CPU_KVCACHE_SPACE (whole
-# GiB) overrides this in vLLM itself.
+# ran SmolLM2's 400-problem evaluation as fast as 1 GiB in one measurement and 10-15 % slower in another; with
+# 128-token blocks it had cost 15-20 % (each sequence then held 256 token slots for ~150 tokens). An evaluation
+# call now runs only as many requests as the cache holds (rollout/admission.py), which recovered most of that
+# without the memory: docs/benchmarks.md. The user's VLLM_CPU_KVCACHE_SPACE (whole GiB) overrides this in vLLM.
 CPU_KV_CACHE_BYTES = 256 * 2**20
 CPU_KV_CACHE_SEQUENCES = 4  # and never room for fewer sequences of the engine's full length than this
 

@@ -14,6 +14,7 @@ What evaluation, debugging and the tools generate with (one set of sampling sett
                  open_engine
   hf.py          the hf engine: batched ``model.generate`` on the loaded model
   vllm.py        the vllm engine (a vLLM engine of the run, fed the training weights) and the unsloth engine
+  admission.py   how many of a call's requests an engine runs at once: what its KV cache holds to the end
 
 Every vLLM engine's life
   owner.py       ``EngineOwner``: the one owner of the process's vLLM engine (ours, TRL's or Unsloth's)

@@ -13,7 +13,8 @@ before each generation. Around that, and nowhere inside TRL on a GPU:
   restored afterwards (a LOCAL_RANK left behind would make the next trainer's accelerate state distributed), and
   vLLM's CPU build gets a KV cache sized as the run's own engine's (``hardware.vllm_kv_cache_arguments``); the
   engine runs up to ``EVALUATION_SEQS`` sequences at once (TRL sizes it to one training batch, 32 here, and
-  evaluation's hundreds of requests then queue: 1.25-1.3x slower on the CPU build, docs/benchmarks.md); rollouts
+  evaluation's hundreds of requests then queue: 1.25-1.3x slower on the CPU build, docs/benchmarks.md), and an
+  evaluation's call runs as many of them as the cache holds to their last token (``admission.py``); rollouts
   of a batch schedule as before; on vLLM's CPU build, evaluation's min_p samples on it are drawn among the tokens
   min_p keeps (``min_p_draws.py``; rollouts ask for log-probs and keep vLLM's sampler);
 - ``adopt``: in a single-process run the ``EngineOwner`` takes the engine, so evaluation during and after GRPO
