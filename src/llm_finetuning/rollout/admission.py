@@ -7,12 +7,13 @@ of 32 tokens for SmolLM2-135M), so an evaluation's 400 requests were admitted 25
 another 140 times in the greedy pass and 276 in the sampled one; admitted only as many as the cache holds to
 their last token (120 there), none is preempted and the two passes took 11 % less time (docs/benchmarks.md).
 Fewer than that (72) runs smaller batches and is slower again, so the limit is the cache's exact capacity:
-the blocks every prompt of the call shares (prefix caching keeps one copy) counted once, and each request's own
-blocks up to its prompt plus ``max_tokens``.
+the cache's blocks less the one vLLM keeps empty, the blocks every prompt of the call shares (prefix caching
+keeps one copy) counted once, and each request's own blocks up to its prompt plus ``max_tokens``.
 
 The limit is set on the scheduler of an engine in this process for the call (``admitted_within_cache``) and put
-back after it; an engine in another process (vLLM's multiprocessing, GPUs) keeps its own scheduling, as do
-GRPO's rollouts, which TRL sends itself (a step's 64 requests fit the cache as they are).
+back after it. Where the cache holds more than ``max_num_seqs`` (a GPU's, as a rule) nothing changes; an engine
+whose scheduler runs in another process (vLLM's multiprocessing) keeps its own scheduling, as do GRPO's
+rollouts, which TRL sends itself (a step's 64 requests fit the cache as they are).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def admitted_within_cache(llm: Any, prompts: Sequence[Sequence[int]], max_tokens
         yield
         return
     configured = scheduler.max_num_active_reqs
-    holds = sequences_cache_holds(prompts, max_tokens, scheduler.kv_cache_config.num_blocks, scheduler.block_size)
+    blocks = scheduler.kv_cache_config.num_blocks - 1  # vLLM's block pool keeps one as its null block
+    holds = sequences_cache_holds(prompts, max_tokens, blocks, scheduler.block_size)
     scheduler.max_num_active_reqs = min(configured, holds)
     if holds < configured:
         logger.debug("vLLM admits %d requests at once (of %d): what its KV cache holds", holds, configured)
