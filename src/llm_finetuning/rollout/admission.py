@@ -5,7 +5,7 @@ the engines here), and when a running request later needs a block that is not fr
 whose prompt and tokens are computed again when it is readmitted. A CPU's cache is small (256 MiB: 364 blocks
 of 32 tokens for SmolLM2-135M), so an evaluation's 400 requests were admitted 256 at a time and preempted one
 another 140 times in the greedy pass and 276 in the sampled one; admitted only as many as the cache holds to
-their last token (120 there), none is preempted and the two passes took 11 % less time (docs/benchmarks.md).
+their last token (120 there), none is preempted and the two passes took 4-11 % less time (docs/benchmarks.md).
 Fewer than that (72) runs smaller batches and is slower again, so the limit is the cache's exact capacity:
 the cache's blocks less the one vLLM keeps empty, the blocks every prompt of the call shares (prefix caching
 keeps one copy) counted once, and each request's own blocks up to its prompt plus ``max_tokens``.
