@@ -373,3 +373,19 @@ def test_unsloths_engine_is_the_kind_the_importance_sampling_rule_assumes():
     assert [a.arg for a in delete_vllm.args.args] == ["llm"]
     modes = wheel_source("vllm", "vllm/config/model.py")
     assert re.search(r'LogprobsMode = Literal\[[^\]]*"raw_logprobs"', modes, re.DOTALL)
+
+
+@pytest.mark.unsloth
+@wheels
+def test_the_admission_limit_reaches_what_the_locked_vllm_has():
+    """``rollout.admission`` sets ``max_num_active_reqs`` on the scheduler of an in-process engine core
+    (``llm.llm_engine.engine_core.engine_core.scheduler``) from its ``kv_cache_config.num_blocks`` less the null
+    block and its ``block_size``; the GPU build must read that limit where it admits waiting requests."""
+    core_client = wheel_source("vllm", "vllm/v1/engine/core_client.py")
+    assert re.search(r"class InprocClient\b[\s\S]*?self\.engine_core = EngineCore\(", core_client)
+    assert "self.scheduler" in wheel_source("vllm", "vllm/v1/engine/core.py")
+    scheduler = wheel_source("vllm", "vllm/v1/core/sched/scheduler.py")
+    for attribute in ("self.kv_cache_config = kv_cache_config", "self.block_size = block_size",
+                      "self.max_num_active_reqs = (", "if num_running >= self.max_num_active_reqs:"):  # fmt: skip
+        assert attribute in scheduler, attribute
+    assert "self.null_block = self.free_block_queue.popleft()" in wheel_source("vllm", "vllm/v1/core/block_pool.py")
