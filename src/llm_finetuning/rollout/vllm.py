@@ -56,16 +56,17 @@ class VLLMEngine:
         requests = [{"prompt_token_ids": prompt_ids} for prompt_ids in ids for _ in range(per_prompt)]
         params = SamplingParams(**sampling_arguments(sampling, tokenizer.eos_token_id))  # one for every request
         with seeded_draws(sampling):
-            outputs = self._run(requests, params, ids)
+            outputs = self._run(requests, params)
         if progress is not None:
             progress(len(outputs))  # vLLM schedules every request at once: one report at the end
         completions = [_completion(output.outputs[0], tokenizer) for output in outputs]
         return [completions[i : i + per_prompt] for i in range(0, len(completions), per_prompt)]
 
-    def _run(self, requests: list[dict], params: Any, prompt_ids: list[list[int]]) -> list[Any]:
+    def _run(self, requests: list[dict], params: Any) -> list[Any]:
+        prompts = [request["prompt_token_ids"] for request in requests]
         with (
             self.engines.ready(self.manager.model, str(self.manager.base_path)) as llm,
-            admitted_within_cache(llm, prompt_ids, params.max_tokens),  # no request preempted mid-way
+            admitted_within_cache(llm, prompts, params.max_tokens),  # no request preempted mid-way
         ):
             return llm.generate(requests, params, use_tqdm=False)
 
@@ -77,7 +78,7 @@ class UnslothEngine(VLLMEngine):
 
     name = "unsloth"
 
-    def _run(self, requests: list[dict], params: Any, prompt_ids: list[list[int]]) -> list[Any]:
+    def _run(self, requests: list[dict], params: Any) -> list[Any]:
         model = self.manager.model
         lora = None
         if hasattr(model, "load_lora") and hasattr(model, "peft_config"):
