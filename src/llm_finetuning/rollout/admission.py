@@ -5,7 +5,7 @@ the engines here), and when a running request later needs a block that is not fr
 whose prompt and tokens are computed again when it is readmitted. A CPU's cache is small (256 MiB: 364 blocks
 of 32 tokens for SmolLM2-135M), so an evaluation's 400 requests were admitted 256 at a time and preempted one
 another 140 times in the greedy pass and 276 in the sampled one; admitted only as many as the cache holds to
-their last token (120 there), none is preempted and the two passes took 4-11 % less time (docs/benchmarks.md).
+their last token (120 there), none is preempted and the two passes took 6-9 % less time (docs/benchmarks.md).
 Fewer than that (72) runs smaller batches and is slower again, so the limit is the cache's exact capacity:
 the cache's blocks less the one vLLM keeps empty, the blocks every prompt of the call shares (prefix caching
 keeps one copy) counted once, and each request's own blocks up to its prompt plus ``max_tokens``.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -33,7 +34,7 @@ def sequences_cache_holds(prompts: Sequence[Sequence[int]], max_tokens: int, blo
     """How many of the requests for ``prompts`` (token ids), each generating up to ``max_tokens``, a cache of
     ``blocks`` blocks of ``block_size`` tokens holds at once to their last token (at least 1)."""
     # whole blocks only, as vLLM caches them, and never a prompt's last token: vLLM computes that one anew
-    reusable = min(_common_prefix_length(prompts), min(len(prompt) for prompt in prompts) - 1)
+    reusable = min(len(os.path.commonprefix(list(prompts))), min(len(prompt) for prompt in prompts) - 1)
     shared = max(0, reusable) // block_size
     longest = max(len(prompt) for prompt in prompts) + max_tokens
     own = max(1, math.ceil(longest / block_size) - shared)
@@ -68,12 +69,3 @@ def _in_process_scheduler(llm: Any) -> Any | None:
     needed = ("max_num_active_reqs", "kv_cache_config", "block_size")
     return scheduler if all(hasattr(scheduler, name) for name in needed) else None
 
-
-def _common_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
-    """How many leading tokens every prompt has in common."""
-    first, length = prompts[0], min(len(prompt) for prompt in prompts)
-    for prompt in prompts[1:]:
-        length = next((i for i in range(length) if prompt[i] != first[i]), length)
-        if length == 0:
-            break
-    return length
