@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 
-from ..sandbox import Service, Worker
+from ..sandbox import Service, Worker, parsers
 from .extract import answer_slot
 
 __all__ = ["INSTALL", "grade", "is_equivalent", "problem"]
@@ -51,8 +51,13 @@ def _verify(request: list[str]) -> bool:
 
 def _warm_up() -> None:
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)  # it logs every timeout
+    parsers.reads_model_text("math_verify", "latex2sympy2_extended")
     _verify(["\\frac{1}{2}", "0.5"])
 
 
-SERVICE = Service(handle=_verify, warm_up=_warm_up)
+def _always(request: list[str]) -> bool:
+    return True  # math-verify is third-party code reading model text: every verdict in a fresh copy
+
+
+SERVICE = Service(handle=_verify, warm_up=_warm_up, isolated=_always)
 _WORKER = Worker(__name__)

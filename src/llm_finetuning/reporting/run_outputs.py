@@ -72,6 +72,7 @@ class RunRecorder:
             "rollouts": None,  # what GRPO generated its completions with, and why
             "importance_sampling": None,  # GRPO's correction for the vLLM engine's probabilities, and why
             "reference": None,  # what GRPO's KL term (beta) anchors the policy to, and why
+            "sandbox": None,  # the kernel layers the verifier and reward workers run under (sandbox/confine.py)
             "chat_template": None,  # whose chat template lays out the turns (prompt.template_source), and why
             "grpo_problems": previous.get("grpo_problems"),  # grpo_training.difficulty_band: how problems were kept
             "processes": previous.get("processes"),  # num_processes, launcher, zero_stage: set when the run starts

@@ -33,12 +33,13 @@ import inspect
 import logging
 import math
 import sys
+import sysconfig
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..sandbox import Service, Worker
+from ..sandbox import Service, Worker, parsers
 from .base import RewardParamError
 
 __all__ = ["PluginReward", "is_plugin_name", "load_target"]
@@ -193,11 +194,31 @@ def _log_once(target: str, problem: str) -> None:
 
 def _serve(request: list[Any]) -> Any:
     """In the worker: ``["load", target]`` imports the function; ``["call", target, arguments]`` calls it."""
-    function = load_target(request[1])
-    return None if request[0] == "load" else function(**request[2])
+    if request[0] == "load":
+        before = set(sys.modules)
+        function = load_target(request[1])
+        parsers.reads_model_text(function.__module__, *_users_modules(set(sys.modules) - before))
+        return None
+    return load_target(request[1])(**request[2])
 
 
-SERVICE = Service(handle=_serve)
+def _users_modules(names: set[str]) -> list[str]:
+    """Of modules a load imported, the user's own: those outside the Python installation and its packages."""
+    installed = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    own = []
+    for name in names:
+        file = getattr(sys.modules.get(name), "__file__", None) or ""
+        if file and not any(file.startswith(root) for root in installed):
+            own.append(name)
+    return own
+
+
+def _calls(request: list[Any]) -> bool:
+    """A call runs the user's function on model text: in a fresh copy of the worker. Loading is the user's import."""
+    return request[0] == "call"
+
+
+SERVICE = Service(handle=_serve, isolated=_calls)
 _WORKER = Worker(__name__)
 _loaded: set[tuple[int | None, str]] = set()  # (worker pid, target) imported there
 

@@ -13,15 +13,21 @@ the parent sets the child's CPU-time limit to the deadline (``RLIMIT_CPU``; the 
 a computation the wall clock would not catch in time, because the machine is loaded, is stopped by the
 kernel all the same. A lock serialises calls, so a worker is safe to share between threads; the process
 handles live on the ``Worker`` only, and a module-level ``Worker`` keeps what uses it picklable.
+
+Each request carries a token of 128 random bits the child echoes in its reply; a reply with another token, or
+a line that does not parse, is not taken for an answer: the child is killed and replaced and the call fails
+with ``unexpected output``. A service whose calls each run in a fresh copy of the child (``Service.isolated``)
+has its copies killed at the call's deadline by the child itself, which stays; the parent's own deadline is
+then ``ISOLATION_GRACE_S`` later and only catches a child that stopped answering.
 """
 
 from __future__ import annotations
 
 import atexit
-import itertools
 import json
 import math
 import os
+import secrets
 import select
 import subprocess
 import sys
@@ -36,6 +42,7 @@ __all__ = ["Outcome", "Service", "Worker"]
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding llm_finetuning/
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+ISOLATION_GRACE_S = 2.0  # a fresh copy's fork, reply and kill, past the call's own deadline
 
 
 def _nothing() -> None:
@@ -45,17 +52,20 @@ def _nothing() -> None:
 @dataclass(frozen=True)
 class Service:
     """What a worker child serves: ``handle(request) -> reply`` (both JSON), ``warm_up()`` before the
-    child confines itself, and the memory it may allocate past its imports."""
+    child confines itself, the memory it may allocate past its imports, and ``isolated(request)``: whether
+    the request runs third-party code on model text, and so in a fresh copy of the child (``serve.py``).
+    Without ``isolated`` the child answers every request itself (our own code, which evaluates no text)."""
 
     handle: Callable[[Any], Any]
     warm_up: Callable[[], None] = _nothing
     headroom_bytes: int = 1 << 30
+    isolated: Callable[[Any], bool] | None = None
 
 
 @dataclass(frozen=True)
 class Outcome:
     """A call's reply (``value``), or why there is none (``failure``: ``timeout``, ``crashed``, ``not
-    started``, or ``raised <what>``)."""
+    started``, ``unexpected output``, or ``raised <what>``)."""
 
     value: Any = None
     failure: str | None = None
@@ -74,7 +84,8 @@ class Worker:
         self._process: subprocess.Popen | None = None  # the child answering calls
         self._spare: subprocess.Popen | None = None  # started alongside after a first replacement
         self._ready: set[int] = set()  # pids that have said they are ready
-        self._numbers = itertools.count()
+        self.layers: dict[str, str] = {}  # the confinement the child reported (confine.lock_down)
+        self._grace_s = 0.0  # ISOLATION_GRACE_S once a child says it forks per call
         atexit.register(self.shutdown)
 
     @property
@@ -117,15 +128,16 @@ class Worker:
                 if process is None:
                     return Outcome(failure="not started")
                 deadline = (called if was_ready else time.monotonic()) + timeout
-                _limit_cpu(process.pid, max(0.0, deadline - time.monotonic()))
-                number = next(self._numbers)
+                _limit_cpu(process.pid, max(0.0, deadline + self._grace_s - time.monotonic()))
+                token = secrets.token_hex(16)
                 try:
-                    process.stdin.write(json.dumps([number, request]) + "\n")
+                    line = json.dumps([token, max(0.0, deadline - time.monotonic()), request])
+                    process.stdin.write(line + "\n")
                     process.stdin.flush()
                 except (OSError, ValueError):  # a broken or closed pipe: it died between calls
                     self._replace()
                     continue
-                return self._reply(process, number, deadline)
+                return self._reply(process, token, deadline + self._grace_s)
             return Outcome(failure="crashed")
         finally:
             self._lock.release()
@@ -137,20 +149,23 @@ class Worker:
                 self._kill(process)
             self._process = self._spare = None
 
-    def _reply(self, process: subprocess.Popen, number: int, deadline: float) -> Outcome:
-        while select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            line = process.stdout.readline()
-            if not line:  # the child died: a limit it hit (CPU time, memory) or a kill
-                self._replace()
-                return Outcome(failure="crashed")
-            reply = json.loads(line)
-            if reply.get("n") != number:
-                continue  # not the answer to this call
-            if "error" in reply:
-                return Outcome(failure=f"raised {reply['error']}")
-            return Outcome(value=reply.get("value"))
-        self._replace()
-        return Outcome(failure="timeout")
+    def _reply(self, process: subprocess.Popen, token: str, deadline: float) -> Outcome:
+        if not select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            self._replace()
+            return Outcome(failure="timeout")
+        line = process.stdout.readline()
+        if not line:  # the child died: a limit it hit (CPU time, memory) or a kill
+            self._replace()
+            return Outcome(failure="crashed")
+        reply = _parse(line)
+        if reply is None or reply.get("t") != token:  # not the answer to this call: nothing it says is trusted
+            self._replace()
+            return Outcome(failure="unexpected output")
+        if "error" in reply:
+            return Outcome(failure=f"raised {reply['error']}")
+        if "failure" in reply:  # a fresh copy overran, died, or wrote something that is not a reply
+            return Outcome(failure=str(reply["failure"]))
+        return Outcome(value=reply.get("value"))
 
     def _ready_process(self, deadline: float) -> subprocess.Popen | None:
         """The child once it has said it is ready (None if it has not by ``deadline``); starts one if needed."""
@@ -160,9 +175,11 @@ class Worker:
         if process.pid not in self._ready:
             if not select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
                 return None
-            line = process.stdout.readline()
-            if not line or json.loads(line).get("ready") != process.pid:
+            ready = _parse(process.stdout.readline())
+            if ready is None or ready.get("ready") != process.pid:
                 raise OSError(f"the {self.module} worker did not start")
+            self.layers = dict(ready.get("layers") or {})
+            self._grace_s = ISOLATION_GRACE_S if ready.get("forks") else 0.0
             self._ready.add(process.pid)
         return process
 
@@ -195,6 +212,7 @@ class Worker:
             bufsize=1,
             cwd="/",
             env=env,
+            start_new_session=True,  # no controlling terminal to push keystrokes into
         )
 
     def _kill(self, process: subprocess.Popen | None) -> None:
@@ -211,6 +229,14 @@ class Worker:
             except OSError:
                 pass
         self._ready.discard(process.pid)
+
+
+def _parse(line: str) -> dict[str, Any] | None:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
 
 
 def _limit_cpu(pid: int, seconds: float) -> None:

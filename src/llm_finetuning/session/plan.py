@@ -2,7 +2,9 @@
 
 The backend (``model.backends.choose_backend``), the training precision (``model/hardware.py``), what GRPO's
 rollouts generate with (``Backend.choose_rollouts``), whether the importance-sampling correction is on
-(``rollout/importance.py``) and what the KL term anchors to: resolved when the run starts; once the model is
+(``rollout/importance.py``), what the KL term anchors to and which of the sandbox's kernel layers the machine
+offers its workers (``sandbox/confine.py``; a missing one is said once, here): resolved when the run starts; once
+the model is
 loaded, whether SFT's and GRPO's passes compute shared tokens once (``training/shared_prompt.py``, which depends
 on the model's attention). Recorded in ``summary.json`` and handed to everything that acts on them (the phases,
 the trainer arguments, the preflight, the evaluation engine's choice), so that none of them asks again and the
@@ -18,6 +20,7 @@ record is what ran.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,8 +29,11 @@ from ..model import Backend
 from ..model.backend import Rollouts
 from ..model.hardware import precision_record
 from ..rollout import ROLLOUTS, ImportanceSampling, RolloutKind, importance_sampling
+from ..sandbox.confine import available_layers
 
-__all__ = ["RunPlan", "SharedTokens", "reference_record", "shared_tokens"]
+__all__ = ["RunPlan", "SharedTokens", "reference_record", "sandbox_layers", "shared_tokens"]
+
+logger = logging.getLogger(__name__)
 
 _MASKABLE_ATTENTION = ("sdpa", "eager")  # attention implementations that take an arbitrary 4D mask
 
@@ -43,6 +49,7 @@ class RunPlan:
     precision: dict[str, Any]
     reference: dict[str, str]
     cuda: bool  # the run trains on a CUDA GPU (else the CPU): what device-dependent steps ask, not torch again
+    sandbox: dict[str, str]  # the kernel layers the verifier and reward workers confine themselves with
     shared_prompt: SharedTokens | None = None  # GRPO's log-prob passes; decided with the model (with_model)
     shared_prefix: SharedTokens | None = None  # SFT's loss pass; likewise
 
@@ -52,7 +59,7 @@ class RunPlan:
         what cannot work here (an importance-sampling correction no engine mode can give)."""
         rollouts, why = backend.choose_rollouts(config)
         return cls(backend, rollouts, why, importance_sampling(config, ROLLOUTS[rollouts]), precision_record(config.model),
-                   reference_record(config), backend.machine.cuda)  # fmt: skip
+                   reference_record(config), backend.machine.cuda, sandbox_layers())  # fmt: skip
 
     def with_model(self, config: PipelineConfig, model: Any) -> RunPlan:
         """The plan with what depends on the loaded ``model``: the shared-token passes of both phases."""
@@ -104,6 +111,7 @@ class RunPlan:
             "rollouts": {"engine": self.rollouts, "reason": self.rollouts_reason},
             "importance_sampling": self.importance.record(),
             "reference": self.reference,
+            "sandbox": self.sandbox,
         } | {name: decision.record() for name, decision in (("shared_prompt", self.shared_prompt),
                                                              ("shared_prefix", self.shared_prefix)) if decision}
 
@@ -137,6 +145,18 @@ def shared_tokens(asked: bool, backend: Backend, model: Any, setting: str = "grp
     if getattr(config, "output_router_logits", False):
         return SharedTokens(False, "off: a mixture-of-experts router loss depends on the tokens in the batch")
     return SharedTokens(True, f"on: tokens several rows share are computed once ({attention} attention)")
+
+
+def sandbox_layers() -> dict[str, str]:
+    """The kernel layers a worker will confine itself with here; a missing one is a warning, once per run."""
+    layers = available_layers()
+    missing = [f"{name} ({state.removeprefix('unavailable: ')})" for name, state in layers.items()
+               if state.startswith("unavailable")]  # fmt: skip
+    if missing:
+        logger.warning("sandbox: the kernel offers the verifier workers no %s; they run with the other layers "
+                       "(parsers instead of eval, a fresh process per answer, limits, an audit hook): "
+                       "docs/guarantees.md", " and no ".join(missing))  # fmt: skip
+    return layers
 
 
 def reference_record(config: PipelineConfig) -> dict[str, str]:

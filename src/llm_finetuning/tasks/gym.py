@@ -6,8 +6,9 @@ families (``reasoning_gym.factory.DATASETS``) and verifies an answer with each t
 ``reasoning_gym`` reward scores answers with it; both come through here:
 
 - ``package_problem()``: why the package cannot be used (not installed), with the fix; cheap, imports nothing;
-- ``check_task(task, settings, where)``: an unknown task names the closest valid one, an unknown or refused
-  setting names the setting; builds the task's config only, generates nothing;
+- ``check_task(task, settings, where)``: an unknown task names the closest valid one, a task the allow-list
+  refuses (``gym_safety.py``) says why, an unknown or refused setting names the setting; builds the task's
+  config only, generates nothing;
 - ``task_dataset(task, settings, seed, size)``: the task's dataset object (entries are made on demand);
 - ``entry_ref(...)`` / ``verify(ref, answer, timeout)``: where an entry comes from, as the JSON a dataset
   column carries (``ENTRY_COLUMN``), and the task's verifier on an answer to it; ``score_completion`` finds
@@ -18,9 +19,10 @@ families (``reasoning_gym.factory.DATASETS``) and verifies an answer with each t
 
 The verifier runs on what a model wrote, and several tasks ``eval`` it (spiral_matrix, binary_matrix,
 string_insertion, n_queens) or hand it to sympy's ``parse_expr`` (countdown, puzzle24, the integration
-tasks): ``verify`` therefore runs it in a sandboxed worker process (``sandbox/``: no file writes, no
-processes, memory and CPU limits, killed at its deadline), started once per process by ``start_verifier``
-and reused, never in the trainer.
+tasks, polynomial_multiplication): ``verify`` therefore runs it in a sandboxed worker process (``sandbox/``),
+started once per process by ``start_verifier`` and reused, never in the trainer. The worker builds entries
+itself and scores each answer in a fresh copy of itself, where ``eval`` and ``parse_expr`` only parse
+(``sandbox/parsers.py``) and the kernel refuses processes, sockets and writes.
 
 Importing reasoning-gym takes about 3 s (it imports sympy and matplotlib), so it is imported on first use,
 only when a config names a task or builds the reward.
@@ -44,8 +46,9 @@ from typing import Any
 from ..config.data import GYM_PREFIX as PREFIX
 from ..config.data import gym_task as task_of
 from ..grading.extract import answer_slot
-from ..sandbox import Outcome, Service, Worker
+from ..sandbox import Outcome, Service, Worker, parsers
 from ..schema import ConfigError, closest
+from .gym_safety import refusal
 
 __all__ = [
     "ENTRY_COLUMN",
@@ -98,6 +101,8 @@ def check_task(task: str, settings: Mapping[str, Any], where: str) -> None:
         match = closest(task, datasets)
         hint = f"did you mean {match}?" if match else f"valid tasks: {', '.join(sorted(datasets))}"
         raise ConfigError(f"{where}: unknown reasoning-gym task {task!r}; {hint}")
+    if problem := refusal(task):
+        raise ConfigError(f"{where}: {problem}")
     _task_config(task, settings, where, seed=0, size=1)
 
 
@@ -155,8 +160,19 @@ def _serve(request: list[str]) -> float | None:
     return float(dataset.score_answer(request[2], entry)) if request[0] == "score" else None
 
 
+def _warm_up() -> None:
+    """In the worker, before it confines itself: import reasoning-gym; its modules read model text."""
+    _registry()
+    parsers.reads_model_text("reasoning_gym")
+
+
+def _scores(request: list[str]) -> bool:
+    """A score runs the task's code on the answer: in a fresh copy of the worker. An entry is ours to build."""
+    return request[0] == "score"
+
+
 # the worker imports reasoning-gym once, before it confines itself
-SERVICE = Service(handle=_serve, warm_up=lambda: _registry() and None)
+SERVICE = Service(handle=_serve, warm_up=_warm_up, isolated=_scores)
 _VERIFIER = Worker(__name__)
 ENTRY_TIMEOUT_S = 60.0  # building an entry is our work, not the answer's: a bound for a broken task only
 _built: set[tuple[int | None, str]] = set()  # (worker pid, entry reference) the worker has built
@@ -171,7 +187,10 @@ def verify(ref: str, answer: str, timeout: float) -> Outcome:
     """The task's verifier on ``answer`` to the entry ``ref`` names, in the sandboxed worker: its score, or
     why there is none (it raised, overran ``timeout`` seconds, or hit a limit). The entry is built first,
     outside the answer's ``timeout`` (a task that reads data files takes a while the first time), so the
-    verdict does not depend on what the worker had cached."""
+    verdict does not depend on what the worker had cached. A task the allow-list refuses
+    (``gym_safety.refusal``) is not verified: the outcome says why."""
+    if problem := refusal(_task_named(ref)):
+        return Outcome(failure=f"refused: {problem}")
     if (_VERIFIER.pid, ref) not in _built:
         built = _VERIFIER.call(["entry", ref], ENTRY_TIMEOUT_S)
         if not built.ok:
@@ -198,19 +217,24 @@ def score_completion(completion: str, ref: str, solution_start: str, solution_en
     return min(1.0, max(0.0, float(value)))
 
 
+def _task_named(ref: str) -> str:
+    try:
+        return str(json.loads(ref)["task"])
+    except (ValueError, KeyError, TypeError):
+        return "(unreadable entry reference)"
+
+
 _WARNED: set[tuple[str, str]] = set()  # (task, kind of failure) warned about in this process
 _WORDS = {
-    "timeout": "overran its time on an answer (the worker was replaced)",
+    "timeout": "overran its time on an answer",
     "crashed": "died on an answer (a memory or CPU limit, or a forbidden action)",
     "not started": "could not start its worker",
+    "unexpected output": "wrote something that is not a reply (the call was discarded)",
 }
 
 
 def _warn_once(ref: str, failure: str) -> None:
-    try:
-        task = str(json.loads(ref)["task"])
-    except (ValueError, KeyError, TypeError):
-        task = "(unreadable entry reference)"
+    task = _task_named(ref)
     kind = failure.split(":")[0]  # "timeout", "crashed", "raised ValueError"
     if (task, kind) not in _WARNED:
         _WARNED.add((task, kind))
