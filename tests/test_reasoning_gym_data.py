@@ -73,6 +73,27 @@ def test_unknown_tasks_and_settings_are_one_line_config_errors_naming_the_closes
     assert "\n" not in str(caught.value)
 
 
+def test_a_task_the_allow_list_refuses_is_a_one_line_config_error_with_the_reason(monkeypatch):
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    cases = {"composite": "data.grpo.name: refused: its verifier hands each answer to other tasks",
+             "ransom_note": "data.grpo.name: refused without a fixed hash seed: its problems depend on Python's hash "
+                            "seed, so the verifier's worker would judge another problem than the model's; run with "
+                            "PYTHONHASHSEED=0"}  # fmt: skip
+    for task, message in cases.items():
+        with pytest.raises(ConfigError) as caught:
+            check_config(PipelineConfig.from_dict({"data": {"grpo": {"name": f"reasoning_gym:{task}"}}}))
+        assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+    monkeypatch.setenv("PYTHONHASHSEED", "0")  # the fix the message names
+    check_config(PipelineConfig.from_dict({"data": {"grpo": {"name": "reasoning_gym:ransom_note"}}}))
+
+
+def test_a_refused_task_scores_zero_even_when_a_row_names_it():
+    from llm_finetuning.tasks.gym import entry_ref, verify
+
+    outcome = verify(entry_ref("composite", {}, seed=1, size=1, index=0), "anything", 5.0)
+    assert not outcome.ok and outcome.failure.startswith("refused: its verifier hands")
+
+
 def test_a_valid_task_and_its_settings_load():
     cfg = config(grpo="reasoning_gym:chain_sum", settings={"chain_sum": {"max_terms": 3, "max_digits": 2}})
     assert cfg.data.reasoning_gym.settings["chain_sum"] == {"max_terms": 3, "max_digits": 2}

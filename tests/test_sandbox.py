@@ -1,7 +1,11 @@
-"""The sandbox worker: what code run in it cannot do, how long a call can take, and that it ends with its parent.
+"""The sandbox worker: what code run in it cannot do, how long a call can take, what the parent takes for a reply,
+and that it ends with its parent.
 
-The probe service (``sandbox_probe.py``) evaluates whatever expression it is sent, as reasoning-gym's
-spiral_matrix verifier evaluates a model's answer, so every case here is code a completion could carry.
+The probe services (``sandbox_probe.py``) evaluate whatever expression they are sent with the real ``eval``, as a
+verifier the parsers did not cover would, so every case here is code a completion could carry, held by the
+kernel's layers alone: once in a worker that runs each call in a fresh copy of itself (as third-party verifiers
+run), once in one that answers every call itself (as the grader's own sympy runs). ``test_red_team.py`` has the
+attacks; this file the worker's mechanics.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from red_team_attacks import block
 
 from llm_finetuning.sandbox import Worker
 
@@ -21,13 +26,13 @@ TESTS = Path(__file__).resolve().parent
 DEADLINE_S = 2.0
 
 
-@pytest.fixture(scope="module")
-def worker():
+@pytest.fixture(scope="module", params=["sandbox_probe", "sandbox_probe_inline"])
+def worker(request):
     previous = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(TESTS), previous])
     )  # the child finds the probe
-    probe = Worker("sandbox_probe")
+    probe = Worker(request.param)
     probe.start(wait=True)
     yield probe
     probe.shutdown()
@@ -70,11 +75,14 @@ def test_code_in_the_sandbox_deletes_and_renames_nothing(worker, tmp_path):
 
 
 def test_a_runaway_computation_returns_at_its_deadline_and_the_next_call_is_served(worker):
+    pid = worker.pid
     started = time.perf_counter()
     outcome = worker.call("9**9**9**9", DEADLINE_S)
     assert outcome.failure == "timeout"
     assert time.perf_counter() - started < DEADLINE_S + 1.0
     assert worker.call("6 * 7", 60.0).value == "42"  # a fresh worker (its start does not count)
+    # a worker that runs calls in copies kills the copy and stays; one that runs them itself is replaced
+    assert (worker.pid == pid) == (worker.module == "sandbox_probe")
 
 
 def test_a_memory_bomb_fails_inside_the_worker(worker):
@@ -89,14 +97,38 @@ def test_printed_text_is_not_taken_for_a_reply(worker):
     assert worker.call("'still in step'", DEADLINE_S).value == "'still in step'"
 
 
+def test_a_reply_without_the_calls_token_is_not_taken_and_the_worker_is_replaced(worker):
+    """The worker answering calls itself: code that runs there can write to its pipe to the parent, but a line
+    without this call's token (128 random bits) is not a reply; the parent kills that worker."""
+    if worker.module == "sandbox_probe":
+        pytest.skip("a copy per call has no descriptor of the worker's pipe (test_red_team.py tries)")
+    forge = block("import os\nfor n in range(3, 64):\n    try:\n        os.write(n, b'{\"t\": \"0\", \"value\": 1.0}\\n')\n"
+                  "    except OSError:\n        pass")  # fmt: skip
+    pid = worker.pid
+    assert worker.call(forge, DEADLINE_S).failure == "unexpected output"
+    assert worker.pid != pid and worker.call("6 * 7", 60.0).value == "42"
+
+
+def test_a_copy_that_writes_two_replies_is_scored_as_unexpected_output_and_the_worker_stays(worker):
+    if worker.module != "sandbox_probe":
+        pytest.skip("only a copy's reply is read to its end")
+    two = block("import os\nfor n in range(3, 64):\n    try:\n        os.write(n, b'{\"value\": 1.0}')\n"
+                "    except OSError:\n        pass")  # fmt: skip
+    pid = worker.pid
+    assert worker.call(two, DEADLINE_S).failure == "unexpected output"
+    assert worker.pid == pid and worker.call("6 * 7", DEADLINE_S).value == "42"
+
+
 @pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="reads the worker's limits from /proc")
-def test_the_worker_runs_under_cpu_memory_and_file_size_limits(worker):
+def test_the_worker_runs_under_cpu_memory_and_file_size_limits_and_a_seccomp_filter(worker):
     worker.call("0", DEADLINE_S)
     limits = {line[:26].strip(): line[26:].split()[:2]
               for line in Path(f"/proc/{worker.pid}/limits").read_text().splitlines()[1:]}  # fmt: skip
     assert limits["Max cpu time"][0] != "unlimited"  # set by the parent before each call
     assert limits["Max address space"][0] != "unlimited"
     assert limits["Max file size"] == ["0", "0"]
+    if worker.layers.get("seccomp") == "active":
+        assert "Seccomp:\t2" in Path(f"/proc/{worker.pid}/status").read_text()
 
 
 def test_a_killed_worker_that_will_not_be_reaped_does_not_raise(worker, monkeypatch):

@@ -94,6 +94,7 @@ class CallConfinement:
     def __init__(self, parser_replacements: list) -> None:
         self.parser_replacements = parser_replacements
         self.filter = seccomp.Prepared(seccomp.CALL) if seccomp.unavailable() is None else None
+        self.landlock = landlock.unavailable() is None
 
     def enter(self, timeout_s: float | None = None, keep_fd: int | None = None, parent_pid: int | None = None) -> None:
         """Confine this process for one call: only ``keep_fd`` open past stderr, death with ``parent_pid``, at
@@ -105,6 +106,8 @@ class CallConfinement:
             die_with_parent(parent_pid)
         if timeout_s is not None:
             _limit_cpu(timeout_s)
+        if self.landlock and parent_pid is not None:
+            landlock.new_layer()  # the worker it was forked from (its pipes to the trainer) out of reach
         if self.filter is not None:
             self.filter.install()  # before the audit hook: installing it is a ctypes call the hook refuses
         parsers.install(self.parser_replacements)

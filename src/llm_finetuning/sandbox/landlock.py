@@ -6,8 +6,9 @@ too. A worker keeps the right to read files and list folders everywhere except `
 memory, environment or file descriptors can be read through ``/proc/<pid>``. Every right that writes is
 withheld everywhere (write, truncate, create, remove, rename, link, device ioctls), and from ABI 2, 3, 4, 5, 6 on
 the kernel also handles re-parenting, truncation, TCP bind/connect, device ioctls, and abstract Unix sockets and
-signals to processes outside the sandbox. Landlock also refuses ptrace (and so ``/proc/<pid>/mem``) on any
-process outside the sandbox. The seccomp filter (``seccomp.py``) refuses most of this too: each layer stands
+signals to processes outside the sandbox. Landlock also refuses ptrace (and so ``/proc/<pid>/mem`` and the
+descriptor links in ``/proc/<pid>/fd``) on any process outside the sandbox's domain; a copy of a worker that runs
+one call takes a domain of its own (``new_layer``), so the worker it was forked from is outside it too. The seccomp filter (``seccomp.py``) refuses most of this too: each layer stands
 without the other.
 
     >>> isinstance(abi(), int)
@@ -20,13 +21,13 @@ import ctypes
 import os
 import sys
 
-__all__ = ["abi", "restrict_to_reading", "unavailable"]
+__all__ = ["abi", "new_layer", "restrict_to_reading", "unavailable"]
 
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # the same on every architecture
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
-_EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_READ_FILE, _READ_DIR, _MAKE_BLOCK = 1 << 2, 1 << 3, 1 << 11
 _FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
 _NET_TCP = (1 << 0) | (1 << 1)  # bind, connect
 _SCOPES = (1 << 0) | (1 << 1)  # abstract Unix sockets, signals
@@ -79,6 +80,20 @@ def restrict_to_reading(root: str = "/") -> int:
     finally:
         os.close(ruleset)
     return version
+
+
+def new_layer() -> None:
+    """Put this process in a Landlock domain of its own, nested in the one it has (which it keeps): processes of
+    the outer domain, the worker it was forked from included, are then outside its reach (ptrace, their
+    ``/proc/<pid>/fd`` links, signals). The layer adds no rule of its own beyond what the outer one refused."""
+    version = abi()
+    attr = _Ruleset(_MAKE_BLOCK, 0, _SCOPES if version >= 6 else 0)
+    size = 8 if version < 4 else 16 if version < 6 else 24
+    ruleset = _check(_LIBC.syscall(ctypes.c_long(_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size), 0))
+    try:
+        _check(_LIBC.syscall(ctypes.c_long(_RESTRICT_SELF), ruleset, 0))
+    finally:
+        os.close(ruleset)
 
 
 def _readable(root: str) -> list[str]:

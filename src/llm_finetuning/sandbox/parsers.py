@@ -222,11 +222,12 @@ class _SympyBuilder(ast.NodeVisitor):
         return value
 
     def visit_Compare(self, node: ast.Compare) -> Any:
+        """Python's chain: ``a < b < c`` is ``a < b and b < c``; a single comparison is not made a bool."""
         left, result = self.visit(node.left), True
-        for op, comparator in zip(node.ops, node.comparators):
+        for position, (op, comparator) in enumerate(zip(node.ops, node.comparators)):
             right = self.visit(comparator)
             result = _COMPARE[type(op)](left, right)
-            if not result:
+            if position < len(node.ops) - 1 and not result:
                 return result
             left = right
         return result

@@ -13,10 +13,10 @@ Two filters, stacked (the kernel applies every filter a process has; the stricte
   answers ENOSYS so the C library falls back to ``clone``), no socket, no file opened for writing, created,
   deleted, renamed, linked, truncated or re-permissioned, no mount, no ptrace or reading another process's
   memory, no new user or namespace, no kernel module, BPF, perf or keyring call, no injected terminal input
-  (``TIOCSTI``), no Landlock change; system calls newer than this table answer ENOSYS.
+  (``TIOCSTI``); system calls newer than this table answer ENOSYS.
 - ``CALL`` (the copy of a worker that runs one call, and a worker that serves calls itself): also no
   ``fork``/``vfork``/``clone`` at all (so no thread and no child), no signal to another process, no raised
-  limit (``setrlimit``; ``prlimit64`` with a new limit), no ``prctl`` and no further ``seccomp``.
+  limit (``setrlimit``; ``prlimit64`` with a new limit), no ``prctl``, no further ``seccomp`` or Landlock.
 
 A refused call fails with EPERM (ENOSYS where noted); a call from another architecture's ABI (``int 0x80``)
 kills the process. x86_64 only (the architecture the lock resolves): elsewhere ``unavailable()`` says why and the
@@ -86,10 +86,11 @@ _DENIED_BY_WORKER = (
     "perf_event_open", "fanotify_init", "kexec_load", "kexec_file_load", "init_module", "finit_module",
     "delete_module", "reboot", "iopl", "ioperm", "add_key", "request_key", "keyctl", "syslog", "settimeofday",
     "clock_settime", "adjtimex", "clock_adjtime", "sethostname", "setdomainname", "vhangup", "uselib",
-    "ioprio_set", "setpriority", "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
+    "ioprio_set", "setpriority",
 )  # fmt: skip
 _DENIED_BY_CALL = ("clone", "fork", "vfork", "kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
-                   "pidfd_open", "pidfd_send_signal", "setrlimit", "prctl", "seccomp")  # fmt: skip
+                   "pidfd_open", "pidfd_send_signal", "setrlimit", "prctl", "seccomp", "landlock_create_ruleset",
+                   "landlock_add_rule", "landlock_restrict_self")  # fmt: skip
 
 # classic BPF, as seccomp runs it: each instruction is (code, jump if true, jump if false, operand)
 _LD, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06

@@ -190,7 +190,7 @@ def verify(ref: str, answer: str, timeout: float) -> Outcome:
     verdict does not depend on what the worker had cached. A task the allow-list refuses
     (``gym_safety.refusal``) is not verified: the outcome says why."""
     if problem := refusal(_task_named(ref)):
-        return Outcome(failure=f"refused: {problem}")
+        return Outcome(failure=problem)
     if (_VERIFIER.pid, ref) not in _built:
         built = _VERIFIER.call(["entry", ref], ENTRY_TIMEOUT_S)
         if not built.ok:

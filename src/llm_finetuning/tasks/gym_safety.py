@@ -15,8 +15,8 @@ sandbox and checks that no model text reaches ``eval``, ``exec``, ``compile`` or
 
 A task that is not in ``ALLOWED`` (a newer release's) is refused until it is reviewed.
 
-    >>> refusal("chain_sum") is None, refusal("composite").startswith("reasoning_gym:composite is refused")
-    (True, True)
+    >>> refusal("chain_sum") is None, refusal("composite").split(":")[0]
+    (True, 'refused')
 """
 
 from __future__ import annotations
@@ -62,15 +62,14 @@ ALLOWED = frozenset({
 
 
 def refusal(task: str) -> str | None:
-    """Why a run may not use ``task`` (one line naming the task and the fix), or None when it may."""
-    where = f"reasoning_gym:{task} is refused"
+    """Why a run may not use ``task`` (one line with the fix; the caller names the task), or None when it may."""
     if task in REFUSED:
-        return f"{where}: {REFUSED[task]}"
+        return f"refused: {REFUSED[task]}"
     if task not in ALLOWED:
-        return (f"{where}: its verifier has not been reviewed for running on model text (this project reviewed "
+        return (f"refused: its verifier has not been reviewed for running on model text (this project reviewed "
                 f"reasoning-gym {REVIEWED_RELEASE}, installed: {_installed()}); use a reviewed task")  # fmt: skip
     if task in NEEDS_FIXED_HASH_SEED and os.environ.get("PYTHONHASHSEED", "random") == "random":
-        return (f"{where} without a fixed hash seed: its problems depend on Python's hash seed, so the verifier's "
+        return ("refused without a fixed hash seed: its problems depend on Python's hash seed, so the verifier's "
                 "worker would judge another problem than the model's; run with PYTHONHASHSEED=0 (any number)")
     return None
 
