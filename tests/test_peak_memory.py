@@ -49,3 +49,28 @@ def test_a_childs_memory_counts_toward_the_part():
         child.kill()
         child.wait()
         watcher.stop()
+
+
+FORKING_CHILD = (
+    "import os, sys, time\nblock = bytearray(300 * 2**20)\nblock[::4096] = b'x' * len(block[::4096])\n"
+    "if os.fork() == 0:\n    if sys.argv[1] == 'writes':\n        block[::4096] = b'y' * len(block[::4096])\n"
+    "    print('ready', flush=True)\ntime.sleep(30)\n"
+)
+
+
+def test_a_forked_copy_counts_only_the_pages_it_holds_alone():
+    """The sandbox forks a copy of its worker per call: the pages the copy shares with the worker count once."""
+    alone, grown = tree_rss(), {}
+    for mode in ("reads", "writes"):
+        child = subprocess.Popen([sys.executable, "-c", FORKING_CHILD, mode], stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "ready"
+            time.sleep(0.2)
+            grown[mode] = tree_rss() - alone
+        finally:
+            for process in psutil.Process(child.pid).children():
+                process.kill()
+            child.kill()
+            child.wait()
+    assert 250 * MIB < grown["reads"] < 400 * MIB  # the block once: its pages are shared
+    assert grown["writes"] > 550 * MIB  # written in the copy: its own pages, counted

@@ -22,6 +22,7 @@ from conftest import ROOT, TEST_SCHEDULE, TINY_YAML, demo_config
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.pipeline import RunOptions, run
 from llm_finetuning.reporting.run_outputs import format_table
+from llm_finetuning.sandbox.confine import available_layers
 from llm_finetuning.training.arguments import GRPO_SETTINGS, SFT_SETTINGS
 
 EVAL_KEYS = {"n", "format_accuracy", "answer_accuracy", "sampled_answer_accuracy", "reasoning_present",
@@ -57,6 +58,7 @@ def test_run_writes_every_output(finished_run):
     assert summary["backend"] == "hf"
     assert summary["engine"] == "hf" and summary["engine_reason"].startswith("auto: ")  # on a CPU vLLM is opt-in
     assert {"torch", "trl", "transformers"} <= set(summary["versions"])
+    assert summary["sandbox"] == available_layers()  # the kernel layers the verifier workers confine themselves with
     assert set(summary["cpu"]) == {"model", "flags", "torch_capability", "threads"}  # what decides CPU numerics
     grpo = summary["phases"]["grpo"]["settings"]  # as the built trainer used them, after every rewrite
     assert set(grpo) == set(GRPO_SETTINGS) and set(summary["phases"]["sft"]["settings"]) == set(SFT_SETTINGS)

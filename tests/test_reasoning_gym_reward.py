@@ -212,3 +212,19 @@ def test_the_workers_started_are_those_the_rows_are_judged_in(entries, started):
     result = subprocess.run([sys.executable, "-c", code], input=json.dumps(rows), capture_output=True, text=True,
                             timeout=300, check=True, cwd=ROOT)  # fmt: skip
     assert result.stdout.strip().splitlines()[-1] == started
+
+
+def test_the_worker_is_asked_once_per_entry_and_answer_and_an_overrun_is_asked_again(monkeypatch):
+    """Each answer is scored in a fresh copy of one worker, so a verdict depends on the entry and the answer alone:
+    the parent keeps the verdicts it got (a group's repeated answers cost one fork); never an overrun, which the
+    machine's load may decide."""
+    from llm_finetuning.tasks import gym
+
+    asked, call = [], gym._VERIFIER.call
+    monkeypatch.setattr(gym._VERIFIER, "call", lambda request, timeout: asked.append(request[0]) or call(request, timeout))
+    gym._VERDICTS.clear()
+    right = task_dataset("countdown", {}, seed=1, size=1)[0]["metadata"]["expression"]
+    answers = [right, right, "1 + 1", right, "1 + 1", "9**9**9**9", "9**9**9**9"]
+    scores = score([f"<SOLUTION>{answer}</SOLUTION>" for answer in answers], COUNTDOWN_REF, get_reward("reasoning_gym", timeout=1.0))
+    assert scores == [1.0, 1.0, 0.05, 1.0, 0.05, 0.0, 0.0]  # countdown: 0.05 for a wrong expression
+    assert asked.count("score") == 4  # right, "1 + 1", and the overrun twice

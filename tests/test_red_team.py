@@ -288,6 +288,8 @@ def _did_it(arena: Arena, index: int, result: dict, heard: Counter) -> bool:
 
 
 def test_every_attack_scores_zero_through_the_public_reward_path(arena, public_paths):
+    from llm_finetuning.tasks.gym import _VERDICTS as verdicts
+
     attempts = 0
     for index, attack in enumerate(ATTACKS):
         code = arena.code(index)
@@ -295,6 +297,7 @@ def test_every_attack_scores_zero_through_the_public_reward_path(arena, public_p
             assert wrong <= 0.01 and score(code) <= wrong, f"{attack.kind}: {attack.name} through {path}"
             attempts += 1
             assert arena.effects() == [], f"{attack.kind}: {attack.name} through {path}"
+            verdicts.clear()  # the worker judges again, not the verdicts kept from before the attack
             assert score(right) == 1.0, f"{path} after {attack.name}"
     time.sleep(1.5)  # threads and timers, had any started, act now
     assert arena.effects() == []

@@ -178,3 +178,19 @@ def _state(pid: str) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "Z"
+
+
+def test_a_kernel_without_a_layer_is_said_once_at_start_and_recorded(monkeypatch, caplog):
+    from llm_finetuning.session import plan
+
+    missing = {"seccomp": "unavailable: seccomp is Linux's (darwin here)", "landlock": "active (ABI 4)"}
+    monkeypatch.setattr(plan, "available_layers", lambda: dict(missing))
+    with caplog.at_level("WARNING", logger="llm_finetuning.session.plan"):
+        assert plan.sandbox_layers() == missing  # what RunPlan records, and summary.json with it
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "no seccomp (seccomp is Linux's (darwin here))" in warnings[0]
+    caplog.clear()
+    monkeypatch.setattr(plan, "available_layers", lambda: {"seccomp": "active", "landlock": "active (ABI 7)"})
+    with caplog.at_level("WARNING", logger="llm_finetuning.session.plan"):
+        plan.sandbox_layers()
+    assert caplog.records == []

@@ -30,7 +30,9 @@ GIB = 2**30
 
 
 def tree_rss() -> int:
-    """Bytes resident now in this process and every process below it (0 where psutil cannot tell)."""
+    """Bytes resident now in this process and every process below it (0 where psutil cannot tell). A copy a
+    process forked of itself (the sandbox's copy per call: same command line as its parent, never exec'd) shares
+    its parent's pages, which its resident size counts again; it counts with the pages only it holds (USS)."""
     import psutil
 
     try:
@@ -38,10 +40,15 @@ def tree_rss() -> int:
         processes = [me, *me.children(recursive=True)]
     except psutil.Error:
         return 0
+    commands = {}
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            commands[process.pid] = process.cmdline()
     total = 0
     for process in processes:
         with contextlib.suppress(psutil.Error):  # a child may end between the listing and the reading
-            total += process.memory_info().rss
+            copy = process is not me and commands.get(process.ppid()) == commands.get(process.pid) is not None
+            total += process.memory_full_info().uss if copy else process.memory_info().rss
     return total
 
 

@@ -29,6 +29,11 @@ import os
 import signal
 import sys
 
+try:
+    import resource
+except ImportError:  # not on this platform (Windows): the parent's deadline still holds
+    resource = None
+
 from . import landlock, parsers, seccomp
 
 __all__ = ["CallConfinement", "available_layers", "die_with_parent", "lock_down"]
@@ -48,6 +53,7 @@ _REFUSED = frozenset({
 _REFUSED_PREFIXES = ("socket.", "ctypes.", "shutil.", "urllib.", "http.", "ftplib.", "smtplib.", "poplib.",
                      "imaplib.", "nntplib.", "telnetlib.", "sqlite3.", "_winapi.", "winreg.", "msvcrt.")  # fmt: skip
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+_PRCTL = _LIBC.prctl if _LIBC is not None else None  # resolved here: a call's copy should not pay the lookup
 
 
 class Refused(PermissionError):
@@ -66,8 +72,8 @@ def available_layers() -> dict[str, str]:
 
 def die_with_parent(parent_pid: int) -> None:
     """Ask the kernel to kill this process when its parent dies (Linux); exit now if it already has."""
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:  # the parent died before the request took effect
         os._exit(1)
 
@@ -115,9 +121,7 @@ class CallConfinement:
 
 
 def _limit_resources(headroom_bytes: int) -> None:
-    try:
-        import resource
-    except ImportError:  # not on this platform (Windows): the parent's deadline still holds
+    if resource is None:
         return
     used = _address_space_bytes()
     if used is not None:
@@ -130,9 +134,7 @@ def _limit_resources(headroom_bytes: int) -> None:
 def _limit_cpu(seconds: float) -> None:
     """At most ``seconds`` of CPU time (rounded up, plus one: the limit counts whole seconds) for this process,
     which has just been forked (its count starts at zero); past it the kernel kills it."""
-    try:
-        import resource
-    except ImportError:
+    if resource is None:
         return
     hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
     limit = math.ceil(seconds) + 1

@@ -270,11 +270,32 @@ def replacements() -> list[tuple[dict, str, Callable[..., Any]]]:
         if not isinstance(namespace, dict):
             continue
         if any(name == prefix or name.startswith(prefix + ".") for prefix in _READS_TEXT):
-            found += [(namespace, "eval", literal_eval), (namespace, "exec", refuse_exec),
-                      (namespace, "compile", ast_only_compile)]  # fmt: skip
+            used = _names_used(namespace) & _EVALUATORS.keys()
+            found += [(namespace, evaluator, _EVALUATORS[evaluator]) for evaluator in sorted(used)]
         if original is not None and original is not parse_expr:
             found += [(namespace, key, parse_expr) for key, value in list(namespace.items()) if value is original]
     return found
+
+
+_EVALUATORS = {"eval": literal_eval, "exec": refuse_exec, "compile": ast_only_compile}
+
+
+def _names_used(namespace: dict) -> set[str]:
+    """The global names the code defined in a module refers to (its functions', classes' methods', nested code):
+    a module that never says ``eval`` needs no parser in its place, and each assignment costs a call's copy a
+    page of memory."""
+    names: set[str] = set()
+    own = [value for value in namespace.values() if getattr(value, "__module__", None) == namespace.get("__name__")]
+    codes = [getattr(value, "__code__", None) for value in own]
+    for value in own:
+        if isinstance(value, type):
+            codes += [getattr(getattr(member, "__func__", member), "__code__", None) for member in vars(value).values()]
+    while codes:
+        code = codes.pop()
+        if code is not None:
+            names.update(code.co_names)
+            codes += [const for const in code.co_consts if hasattr(const, "co_names")]
+    return names
 
 
 def install(found: list[tuple[dict, str, Callable[..., Any]]]) -> None:

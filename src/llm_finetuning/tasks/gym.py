@@ -33,12 +33,14 @@ only when a config names a task or builds the reward.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import importlib.util
 import json
 import logging
 import math
+import threading
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -191,12 +193,46 @@ def verify(ref: str, answer: str, timeout: float) -> Outcome:
     (``gym_safety.refusal``) is not verified: the outcome says why."""
     if problem := refusal(_task_named(ref)):
         return Outcome(failure=problem)
+    if (known := _VERDICTS.get((ref, answer))) is not None:
+        return known
     if (_VERIFIER.pid, ref) not in _built:
         built = _VERIFIER.call(["entry", ref], ENTRY_TIMEOUT_S)
         if not built.ok:
             return built
         _built.add((_VERIFIER.pid, ref))
-    return _VERIFIER.call(["score", ref, answer], timeout)
+    outcome = _VERIFIER.call(["score", ref, answer], timeout)
+    if outcome.ok or outcome.failure.startswith("raised"):
+        _VERDICTS.keep((ref, answer), outcome)
+    return outcome
+
+
+class _Verdicts:
+    """The verdicts already given, by (entry reference, answer). Each answer is scored in a fresh copy of the same
+    worker, so a verdict is a function of the entry and the answer alone: asking again (a GRPO group's repeated
+    answers, greedy and sampled answers alike) would cost a fork and give the same. An overrun or a crash, which
+    the machine's load may decide, is never kept. Safe between threads; the oldest go past ``size``."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self._kept, self._lock = size, collections.OrderedDict(), threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> Outcome | None:
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+            return self._kept.get(key)
+
+    def keep(self, key: tuple[str, str], outcome: Outcome) -> None:
+        with self._lock:
+            self._kept[key] = outcome
+            if len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+
+_VERDICTS = _Verdicts(1 << 16)
 
 
 def score_completion(completion: str, ref: str, solution_start: str, solution_end: str,
