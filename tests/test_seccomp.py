@@ -85,10 +85,12 @@ def test_without_a_filter_every_try_works(tmp_path):
 
 @pytest.mark.skipif(not HEADER.exists() or platform.machine() != "x86_64", reason="reads the kernel's x86_64 header")
 def test_the_syscall_table_is_the_kernels():
+    """Every number the filter names is the kernel's for that name (syscalls the header numbers from
+    ``FIRST_UNKNOWN`` on, which newer headers have, answer ENOSYS: the tries above check one)."""
     numbers = dict(re.findall(r"#define __NR_(\w+) (\d+)", HEADER.read_text()))
+    assert numbers
     for name, number in seccomp.SYSCALLS.items():
         assert name not in numbers or int(numbers[name]) == number, name
-    assert max(int(n) for n in numbers.values()) < seccomp.FIRST_UNKNOWN
 
 
 @pytest.mark.skipif(landlock.unavailable() is not None, reason=f"{landlock.unavailable()}")
