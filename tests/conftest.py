@@ -10,6 +10,8 @@
   greedily by this one process on the run's own held-out problems.
 - ``vllm_lane_marks()`` / ``reasoning_gym_marks()``: a module's marks for a lane that needs an optional package,
   skipped with the reason and the command where it is missing.
+- ``probe_worker(module)``: a sandbox worker serving one of the test probes (``sandbox_probe*.py``), started and
+  shut down.
 """
 
 from __future__ import annotations
@@ -290,3 +292,22 @@ def reasoning_gym_marks() -> list:
     problem = package_problem()
     reason = f"the reasoning_gym lane {problem}; then run: uv run --extra reasoning-gym pytest -m reasoning_gym"
     return [pytest.mark.reasoning_gym, pytest.mark.skipif(problem is not None, reason=reason)]
+
+
+@contextlib.contextmanager
+def probe_worker(module: str) -> Iterator[Any]:
+    """A sandbox worker serving ``tests/<module>.py``'s ``SERVICE`` (the worker finds it on ``PYTHONPATH``)."""
+    from llm_finetuning.sandbox import Worker
+
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent), previous]))
+    worker = Worker(module)
+    try:
+        worker.start(wait=True)
+        yield worker
+    finally:
+        worker.shutdown()
+        if previous is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = previous

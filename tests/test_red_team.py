@@ -38,12 +38,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import reasoning_gym_marks
+from conftest import probe_worker, reasoning_gym_marks
 from red_team_attacks import ATTACKS
 
 from llm_finetuning.rewards import get_reward
 from llm_finetuning.rewards.plugin import PluginReward
-from llm_finetuning.sandbox import Worker
 from llm_finetuning.tasks.gym_safety import (
     ALLOWED,
     NEEDS_FIXED_HASH_SEED,
@@ -188,16 +187,8 @@ def arena(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def probe():
-    previous = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), previous]))  # the worker finds the probe
-    worker = Worker("sandbox_probe")
-    worker.start(wait=True)
-    yield worker
-    worker.shutdown()
-    if previous is None:
-        del os.environ["PYTHONPATH"]
-    else:
-        os.environ["PYTHONPATH"] = previous
+    with probe_worker("sandbox_probe") as worker:
+        yield worker
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import probe_worker
 from red_team_attacks import block
-
-from llm_finetuning.sandbox import Worker
 
 TESTS = Path(__file__).resolve().parent
 DEADLINE_S = 2.0
@@ -28,18 +27,8 @@ DEADLINE_S = 2.0
 
 @pytest.fixture(scope="module", params=["sandbox_probe", "sandbox_probe_inline"])
 def worker(request):
-    previous = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(TESTS), previous])
-    )  # the child finds the probe
-    probe = Worker(request.param)
-    probe.start(wait=True)
-    yield probe
-    probe.shutdown()
-    if previous is None:
-        del os.environ["PYTHONPATH"]
-    else:
-        os.environ["PYTHONPATH"] = previous
+    with probe_worker(request.param) as probe:
+        yield probe
 
 
 def attempts(target: Path) -> list[str]:
