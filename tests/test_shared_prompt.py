@@ -95,7 +95,7 @@ def grpo_trainer(base, tmp_path, attention: str, dtype: torch.dtype):
     from transformers import AutoModelForCausalLM
     from trl import GRPOConfig, GRPOTrainer
 
-    trl_compat.install(cuda=torch.cuda.is_available())
+    trl_compat.install(cuda=False)  # these trainers run on the CPU (use_cpu=True) on any machine, a GPU one too
     model = AutoModelForCausalLM.from_pretrained(base, attn_implementation=attention, dtype=dtype)
     model = get_peft_model(model, LoraConfig(r=8, target_modules=["q_proj", "v_proj", "gate_proj", "down_proj"],
                                              lora_dropout=0.0))  # fmt: skip
@@ -306,7 +306,7 @@ def sft_trainer_and_batch(tiny_base, tiny_tokenizer, tmp_path):
     from llm_finetuning.config import PromptConfig
     from llm_finetuning.data.processor import conversation
 
-    trl_compat.install(cuda=torch.cuda.is_available())
+    trl_compat.install(cuda=False)  # these trainers run on the CPU (use_cpu=True) on any machine, a GPU one too
     system = PromptConfig().system_prompt
     rows = [(f"What is {a} + {b}?", f"{a} + {b} = {a + b}" + " ok" * (a % 4)) for a, b in ((3, 4), (12, 9), (7, 30))]
     data = Dataset.from_dict({"prompt": [conversation(system, q) for q, _ in rows],
