@@ -84,12 +84,15 @@ def lock_down(headroom_bytes: int, forks: bool) -> dict[str, str]:
     and the warm-up: they read files and grow the address space."""
     _limit_resources(headroom_bytes)
     layers = available_layers()
-    if layers["landlock"].startswith("active"):
-        landlock.restrict_to_reading()
-    if layers["seccomp"] == "active":
-        seccomp.install(seccomp.WORKER)
+    installs = {"landlock": landlock.restrict_to_reading, "seccomp": lambda: seccomp.install(seccomp.WORKER)}
+    for name, install in installs.items():  # Landlock first: the worker filter then refuses its calls
+        if layers[name].startswith("active"):
+            try:
+                install()
+            except OSError as exc:  # a kernel (or a container's policy) that offers it but refuses it here
+                layers[name] = f"unavailable: could not install ({exc})"
     if not forks:
-        CallConfinement(parsers.replacements()).enter()
+        CallConfinement(parsers.replacements(), layers).enter()
     return layers
 
 
@@ -97,10 +100,11 @@ class CallConfinement:
     """What a call runs under, prepared by the worker before it forks so that the copy only has to enter it:
     the call's seccomp filter, the parsers and where sympy's ``parse_expr`` is to be replaced."""
 
-    def __init__(self, parser_replacements: list) -> None:
+    def __init__(self, parser_replacements: list, layers: dict[str, str] | None = None) -> None:
+        layers = layers or available_layers()  # what the worker has: a call adds to those it could install
         self.parser_replacements = parser_replacements
-        self.filter = seccomp.Prepared(seccomp.CALL) if seccomp.unavailable() is None else None
-        self.landlock = landlock.unavailable() is None
+        self.filter = seccomp.Prepared(seccomp.CALL) if layers["seccomp"] == "active" else None
+        self.landlock = layers["landlock"].startswith("active")
 
     def enter(self, timeout_s: float | None = None, keep_fd: int | None = None, parent_pid: int | None = None) -> None:
         """Confine this process for one call: only ``keep_fd`` open past stderr, death with ``parent_pid``, at

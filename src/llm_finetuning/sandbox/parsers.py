@@ -265,6 +265,8 @@ def replacements() -> list[tuple[dict, str, Callable[..., Any]]]:
     Computed by the worker before it forks (it walks every module), so a copy only assigns."""
     found: list[tuple[dict, str, Callable[..., Any]]] = []
     original = getattr(sys.modules.get("sympy.parsing.sympy_parser"), "parse_expr", None)
+    if original is not None:
+        _sympy_namespace()  # built here once, not in every copy that parses
     for name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None)
         if not isinstance(namespace, dict):

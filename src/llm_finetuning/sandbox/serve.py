@@ -49,7 +49,7 @@ def main(module_name: str, parent_pid: int) -> None:
     forks = service.isolated is not None
     layers = lock_down(service.headroom_bytes, forks=forks)
     _send(replies, {"ready": os.getpid(), "layers": layers, "forks": forks})
-    calls = _Calls(service.handle) if forks else None
+    calls = _Calls(service.handle, layers) if forks else None
     for line in requests:
         token, timeout, request = json.loads(line)
         if calls is not None and service.isolated(request):
@@ -71,8 +71,8 @@ def _answer(handle: Any, request: Any) -> dict[str, Any]:
 class _Calls:
     """Runs isolated requests, each in a fresh copy of this worker."""
 
-    def __init__(self, handle: Any) -> None:
-        self.handle, self.modules_seen = handle, -1
+    def __init__(self, handle: Any, layers: dict[str, str]) -> None:
+        self.handle, self.layers, self.modules_seen = handle, layers, -1
         self.refresh()
 
     def refresh(self) -> None:
@@ -80,7 +80,7 @@ class _Calls:
         lazy import): where sympy's ``parse_expr`` lives may have changed."""
         if len(sys.modules) != self.modules_seen:
             self.modules_seen = len(sys.modules)
-            self.confinement = CallConfinement(parsers.replacements())
+            self.confinement = CallConfinement(parsers.replacements(), self.layers)
         gc.freeze()  # a copy's collections then leave the worker's objects (and their pages) alone
 
     def run(self, request: Any, timeout: float) -> dict[str, Any]:

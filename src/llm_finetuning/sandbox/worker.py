@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import math
 import os
 import secrets
@@ -39,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Outcome", "Service", "Worker"]
+
+logger = logging.getLogger(__name__)
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding llm_finetuning/
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
@@ -180,6 +183,7 @@ class Worker:
                 raise OSError(f"the {self.module} worker did not start")
             self.layers = dict(ready.get("layers") or {})
             self._grace_s = ISOLATION_GRACE_S if ready.get("forks") else 0.0
+            _say_refused_layers(self.module, self.layers)
             self._ready.add(process.pid)
         return process
 
@@ -229,6 +233,18 @@ class Worker:
             except OSError:
                 pass
         self._ready.discard(process.pid)
+
+
+_SAID: set[str] = set()
+
+
+def _say_refused_layers(module: str, layers: dict[str, str]) -> None:
+    """Once per process: a layer the kernel offers but refused to install (one it does not offer at all the run's
+    plan says at start-up)."""
+    for name, state in layers.items():
+        if "could not install" in state and name not in _SAID:
+            _SAID.add(name)
+            logger.warning("sandbox: the %s worker runs without %s, %s", module, name, state.removeprefix("unavailable: "))
 
 
 def _parse(line: str) -> dict[str, Any] | None:
