@@ -331,7 +331,7 @@ def test_code_that_runs_inside_a_call_decides_at_most_that_calls_reply(probe):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="seccomp is Linux's")
 def test_every_verifier_and_reward_worker_runs_under_a_seccomp_filter(tmp_path):
-    from llm_finetuning.grading import symbolic
+    from llm_finetuning.grading import math_verify, symbolic
     from llm_finetuning.rewards import plugin
     from llm_finetuning.tasks import gym
 
@@ -341,6 +341,9 @@ def test_every_verifier_and_reward_worker_runs_under_a_seccomp_filter(tmp_path):
     symbolic.start(wait=True)
     workers = {"reasoning-gym's verifier": gym._VERIFIER, "a user's reward": plugin._WORKER,
                "the grader's sympy": symbolic._WORKER}  # fmt: skip
+    if math_verify.problem() is None:  # the grader: math_verify option, where the package is installed
+        assert math_verify.is_equivalent("1/2", "0.5")
+        workers["math-verify"] = math_verify._WORKER
     for name, worker in workers.items():
         status = Path(f"/proc/{worker.pid}/status").read_text()
         assert "Seccomp:\t2" in status, name  # mode 2: a filter
