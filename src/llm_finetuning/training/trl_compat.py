@@ -115,8 +115,8 @@ class _RecomputedLogProbs(torch.autograd.Function):
         hidden, weight, bias, targets, log_z, entropy = ctx.saved_tensors
         wants_hidden, wants_weight, wants_bias = ctx.needs_input_grad[:3]
         grad_hidden = torch.zeros_like(hidden) if wants_hidden else None
-        grad_weight = torch.zeros(weight.shape, dtype=torch.float32) if wants_weight else None
-        grad_bias = torch.zeros(bias.shape, dtype=torch.float32) if wants_bias else None
+        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if wants_weight else None
+        grad_bias = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if wants_bias else None
         dtype = ctx.compute_dtype  # the forward's projection ran under autocast; the backward does not
         weight_as_computed = weight.to(dtype)
         bias_as_computed = None if bias is None else bias.to(dtype)
