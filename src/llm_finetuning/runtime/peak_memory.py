@@ -47,7 +47,8 @@ def tree_rss() -> int:
     total = 0
     for process in processes:
         with contextlib.suppress(psutil.Error):  # a child may end between the listing and the reading
-            copy = process is not me and commands.get(process.ppid()) == commands.get(process.pid) is not None
+            command = commands.get(process.pid)
+            copy = process is not me and command is not None and commands.get(process.ppid()) == command
             total += process.memory_full_info().uss if copy else process.memory_info().rss
     return total
 

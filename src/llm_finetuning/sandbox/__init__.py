@@ -1,19 +1,18 @@
-"""Code that must not be trusted runs here: in a worker process it can kill, with limits it cannot lift.
+"""Code that must not be trusted runs here: in a worker process the kernel confines, on text parsed, never run.
 
 Two kinds of work run on text a model wrote: sympy, which can compute for minutes on an innocent-looking
-expression, and verifiers that are not ours (reasoning-gym's ``score_answer``, which ``eval``\\ s the answer
-in several tasks, or calls sympy's ``parse_expr``), which can execute what the model wrote. Both run in a
-``Worker``: a persistent child process, started once (its imports paid once, in the background), that
-answers requests over a pipe; a call that overruns its deadline kills the child and a warm spare takes its
-place. The child confines itself before it says it is ready (``confine.py``): an address-space limit, a
-CPU-time limit per call, no file writes, no processes, no sockets, no foreign functions, and it dies with
-its parent.
+expression, and code that is not ours (reasoning-gym's verifiers, math-verify, a user's reward), which may
+``eval`` what the model wrote. Both run in a ``Worker``: a persistent child process, started once (its imports
+paid once, in the background), that answers requests over a pipe. Once its imports are done it confines itself
+(``confine.py``: limits, Landlock, a seccomp filter); a request its service marks ``isolated`` runs in a fresh
+fork of it that confines itself further and puts parsers where the code would evaluate (``serve.py``). What each
+layer stops and cannot stop: docs/guarantees.md.
 
-- ``worker.Worker``: the parent's side (start, call with a deadline, kill and replace, shut down);
-- ``serve``: the child's side, ``python -m llm_finetuning.sandbox.serve <module>`` serving the module's
-  ``SERVICE``;
-- ``confine``: the limits a child puts on itself;
-- ``verifiers.call``: any ``module:function`` (a task verifier, a plug-in reward) run in the verifier worker.
+- ``worker``: the parent's side (start, call with a deadline and a token, kill and replace, shut down);
+- ``serve``: the worker's side, ``python -m llm_finetuning.sandbox.serve <module> <parent pid>`` serving the
+  module's ``SERVICE``, a fresh copy per isolated request;
+- ``confine``: the confinement, the worker's and a call's, in order;
+- ``seccomp`` / ``landlock``: the kernel's layers; ``parsers``: ``eval``, ``exec`` and ``parse_expr`` made safe.
 """
 
 from .worker import Outcome, Service, Worker

@@ -100,8 +100,8 @@ class CallConfinement:
     """What a call runs under, prepared by the worker before it forks so that the copy only has to enter it:
     the call's seccomp filter, the parsers and where sympy's ``parse_expr`` is to be replaced."""
 
-    def __init__(self, parser_replacements: list, layers: dict[str, str] | None = None) -> None:
-        layers = layers or available_layers()  # what the worker has: a call adds to those it could install
+    def __init__(self, parser_replacements: list, layers: dict[str, str]) -> None:
+        """``layers``: what the worker installed (``lock_down``); a call adds to those only."""
         self.parser_replacements = parser_replacements
         self.filter = seccomp.Prepared(seccomp.CALL) if layers["seccomp"] == "active" else None
         self.landlock = layers["landlock"].startswith("active")

@@ -8,8 +8,9 @@ the verifier's own scoring logic runs unchanged on data. In the modules declared
 (``reads_model_text``: reasoning-gym, a user's reward module, math-verify):
 
 - ``literal_eval`` is ``eval``: Python literals (numbers, strings, bytes, lists, tuples, sets, dicts, True,
-  False, None) and arithmetic on numbers, bounded in size; a name, a call, an attribute, a subscript, a lambda,
-  a comprehension or a code object is refused with ``ValueError``;
+  False, None) and arithmetic on numbers, bounded in size; a name, a call, an attribute, a subscript, a lambda
+  or a comprehension is refused with ``ValueError``, a code object (or arithmetic on what is not a number) with
+  ``TypeError``;
 - ``refuse_exec`` is ``exec`` and ``ast_only_compile`` is ``compile``: nothing runs;
 
 and everywhere in the worker:

@@ -4,9 +4,8 @@ The backend (``model.backends.choose_backend``), the training precision (``model
 rollouts generate with (``Backend.choose_rollouts``), whether the importance-sampling correction is on
 (``rollout/importance.py``), what the KL term anchors to and which of the sandbox's kernel layers the machine
 offers its workers (``sandbox/confine.py``; a missing one is said once, here): resolved when the run starts; once
-the model is
-loaded, whether SFT's and GRPO's passes compute shared tokens once (``training/shared_prompt.py``, which depends
-on the model's attention). Recorded in ``summary.json`` and handed to everything that acts on them (the phases,
+the model is loaded, whether SFT's and GRPO's passes compute shared tokens once (``training/shared_prompt.py``,
+which depends on the model's attention). Recorded in ``summary.json`` and handed to everything that acts on them (the phases,
 the trainer arguments, the preflight, the evaluation engine's choice), so that none of them asks again and the
 record is what ran.
 
