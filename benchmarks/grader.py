@@ -14,6 +14,13 @@ category. math-verify calls run under its own 5 s ``timeout_seconds``/``parsing_
     uv run python benchmarks/grader.py --skip-math-verify
     uv run python benchmarks/grader.py --source independent             # the cases written apart from the grader
     uv run python benchmarks/grader.py --warm-worker                    # our sympy worker started first, as training does
+    uv run python benchmarks/grader.py --conventions                    # gold answers rewritten in other conventions
+    uv run python benchmarks/grader.py --conventions --golds math500.jsonl   # ... from a public dataset's answers
+
+``--conventions`` grades, instead of the labelled cases, answers made from gold answers in the
+conventions other models write (``grader_conventions``: decimal commas, thousands, percent, chains,
+intervals as relations, several answers, approximate against exact, answers past the end of the turn,
+numbers split over lines), and lists by class where our verdict and math-verify's disagree.
 
 Matrix arithmetic (and any comparison exact arithmetic and floating point cannot settle) needs our
 sympy worker; in a cold process the first such case waits for sympy's import (about 2 s), which then
@@ -66,6 +73,15 @@ def load_cases(
     return cases
 
 
+def cases_for(args: argparse.Namespace) -> list[dict]:
+    """The labelled cases, or with ``--conventions`` the cases made from gold answers."""
+    if not args.conventions:
+        return load_cases(args.cases, args.sample, args.skip_hostile, args.seed, args.source)
+    from grader_conventions import convention_cases, gold_answers
+
+    return convention_cases(gold_answers(args.golds), args.seed)
+
+
 def our_grader(warm: bool = False) -> Callable[[str, str], bool]:
     from llm_finetuning.grading import grade, warm_up
 
@@ -96,11 +112,13 @@ GRADERS = {"grade": our_grader, "math-verify": math_verify_grader}
 
 def measure(grade: Callable[[str, str], bool], cases: list[dict]) -> dict:
     latencies, failures, groups = [], collections.Counter(), collections.defaultdict(lambda: [0, 0, 0, 0])
+    verdicts = []
     started = time.perf_counter()
     for case in cases:
         t0 = time.perf_counter()
         verdict = grade(case["completion"], case["gold"])
         latencies.append(time.perf_counter() - t0)
+        verdicts.append(bool(verdict))
         group = groups[GROUPS.get(case["category"], "answer formats")]  # cases, wrong, negatives, FP
         group[0] += 1
         group[2] += not case["expected"]
@@ -123,6 +141,7 @@ def measure(grade: Callable[[str, str], bool], cases: list[dict]) -> dict:
         "max_ms": 1000 * latencies[-1],
         "groups": {name: _group_figures(g) for name, g in sorted(groups.items())},
         "failures": dict(sorted(failures.items())),
+        "verdicts": verdicts,
     }
 
 
@@ -133,7 +152,7 @@ def _group_figures(counts: list[int]) -> dict:
 
 def run_child(name: str, args: argparse.Namespace) -> None:
     """In a fresh process: import the grader (timed apart), grade the cases, print the figures as JSON."""
-    cases = load_cases(args.cases, args.sample, args.skip_hostile, args.seed, args.source)
+    cases = cases_for(args)
     started = time.perf_counter()
     grade = GRADERS[name](args.warm_worker)
     imported = time.perf_counter() - started
@@ -155,6 +174,26 @@ def report(name: str, result: dict, warm: bool = False) -> None:
     print(f"{'':<12} failures by category: {result['failures'] or 'none'}")
 
 
+def by_class(cases: list[dict], results: dict[str, dict]) -> None:
+    """Per class: each grader's accuracy against the documented verdicts, how often the two agree,
+    and the first disagreements."""
+    names = list(results)
+    print(f"\n{'class':<18} {'cases':>5}  " + "  ".join(f"{n:>11}" for n in names) + "  agree")
+    disagreements = collections.defaultdict(list)
+    for category in dict.fromkeys(case["category"] for case in cases):
+        rows = [i for i, case in enumerate(cases) if case["category"] == category]
+        right = [sum(results[n]["verdicts"][i] == cases[i]["expected"] for i in rows) / len(rows) for n in names]
+        agree = [i for i in rows if len({results[n]["verdicts"][i] for n in names}) == 1]
+        print(f"{category:<18} {len(rows):>5}  " + "  ".join(f"{r:>11.3f}" for r in right)
+              + f"  {len(agree) / len(rows):.3f}")  # fmt: skip
+        disagreements[category] = [i for i in rows if i not in set(agree)]
+    for category, rows in disagreements.items():
+        for i in rows[:3]:
+            verdicts = ", ".join(f"{n} {results[n]['verdicts'][i]}" for n in names)
+            print(f"  {category}: {cases[i]['completion'][10:-11]!r} vs {cases[i]['gold']!r}: "
+                  f"expected {cases[i]['expected']}; {verdicts}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=Path, default=DEFAULT_CASES)
@@ -166,18 +205,25 @@ def main() -> None:
     parser.add_argument(
         "--warm-worker", action="store_true", help="start our sympy worker before grading (timed with the import)"
     )
+    parser.add_argument("--conventions", action="store_true", help="grade gold answers rewritten in other conventions")
+    parser.add_argument("--golds", type=Path, default=None, help="with --conventions: a JSONL file of gold answers")
     parser.add_argument("--child", choices=sorted(GRADERS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         run_child(args.child, args)
         return
-    cases = load_cases(args.cases, args.sample, args.skip_hostile, args.seed, args.source)
+    cases = cases_for(args)
     positives = sum(c["expected"] for c in cases)
-    print(f"{len(cases)} cases ({positives} positive, {len(cases) - positives} negative) from {args.cases}")
+    source = f"gold answers of {args.golds or 'tests/data'}" if args.conventions else args.cases
+    print(f"{len(cases)} cases ({positives} positive, {len(cases) - positives} negative) from {source}")
+    results = {}
     for name in [n for n in GRADERS if not (args.skip_math_verify and n == "math-verify")]:
         child = [sys.executable, __file__, "--child", name, *sys.argv[1:]]
         output = subprocess.run(child, check=True, capture_output=True, text=True).stdout
-        report(name, json.loads(output.strip().splitlines()[-1]), args.warm_worker and name == "grade")
+        results[name] = json.loads(output.strip().splitlines()[-1])
+        report(name, results[name], args.warm_worker and name == "grade")
+    if args.conventions:
+        by_class(cases, results)
 
 
 if __name__ == "__main__":

@@ -333,6 +333,9 @@ def _equal_equations(pred, gold, timeout: float) -> bool:
 
 
 def _same_multiset(pred: tuple, gold: tuple, timeout: float) -> bool:
+    """The same answers, order free; an answer written twice the same way counts once (a solution set
+    listed with a repeat, ``(3, 17), (17, 3), (3, 17)``)."""
+    pred, gold = tuple(dict.fromkeys(pred)), tuple(dict.fromkeys(gold))
     if len(pred) != len(gold):
         return False
     unmatched = list(gold)
@@ -376,6 +379,8 @@ def scalar_equal(pred: str, gold: str, timeout: float) -> bool:
     if left == right:
         return True
     left_value, right_value = expr.exact_value(left), expr.exact_value(right)
+    if numeric.rounded_gold(gold, pred, left, left_value):  # a gold 0.67 for an answer \frac23
+        return True
     if left_value is not None and right_value is not None:
         return (
             left_value == right_value

@@ -62,13 +62,20 @@ _FILLER = re.compile(
 )
 _HAS_VALUE = re.compile(r"\d|\\[a-zA-Z]")
 _NUMBER = re.compile(r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)")  # thousands separators allowed: 1,234.5
-_TURN_MARKER = re.compile(  # chat-template markers that end a turn or begin the next one
-    r"<(?:\|(?:im_end|im_start|eot_id|eom_id|start_header_id|endoftext|end_of_text|end|user|system)\|"
-    r"|(?:end|start)_of_turn|/s|eos)>"
+_TURN_MARKER = re.compile(  # chat-template markers that end a turn or begin the next one, of the common families
+    r"<(?:\|(?:im_end|im_start|eot_id|eot|eom_id|start_header_id|endoftext|end_of_text|end|user|system|assistant"
+    r"|start|return|end_of_turn|END_OF_TURN_TOKEN|START_OF_TURN_TOKEN|prompter|start_of_role|end_of_role)\|"
+    r"|(?:end|start)_of_turn|end_of_utterance|/s|eos)>"
+    r"|<｜(?:end▁of▁sentence|begin▁of▁sentence|User|Assistant)｜>"  # DeepSeek's full-width bars
+    r"|\[/?INST\]"
+    # a plain-text chat transcript or instruction format going on to its next turn, at a line start
+    r"|\n[ \t]*+(?:(?:Human|User|USER|Assistant|ASSISTANT)[ \t]*+:"
+    r"|\#{2,3}[ \t]*+(?:Human|User|Instruction|Input|Response)[ \t]*+:?[ \t]*+\n)"
 )
 _OWN_HEADER = re.compile(  # the model's own turn header, when the completion repeats it
-    r"^\s*(?:<\|begin_of_text\|>|<s>|<bos>)?\s*(?:<\|im_start\|>\s*assistant"
-    r"|<\|start_header_id\|>\s*assistant\s*<\|end_header_id\|>|<start_of_turn>\s*model|<\|assistant\|>)?"
+    r"^\s*(?:<\|begin_of_text\|>|<s>|<bos>|<｜begin▁of▁sentence｜>)?\s*(?:<\|im_start\|>\s*assistant"
+    r"|<\|start_header_id\|>\s*assistant\s*<\|end_header_id\|>|<start_of_turn>\s*model|<\|assistant\|>"
+    r"|<｜Assistant｜>|(?:Assistant|ASSISTANT)[ \t]*:|\#{2,3}[ \t]*Response[ \t]*:)?"
 )
 
 
@@ -98,7 +105,7 @@ def own_turn(text: str) -> tuple[str, bool]:
     >>> own_turn("<|im_start|>assistant\\nIt is 15.<|im_end|>\\n<|im_start|>user\\nAnd 27?")
     ('It is 15.', True)
     """
-    if "<" not in text:
+    if "<" not in text and "\n" not in text and "[" not in text:
         return text, False
     start = _OWN_HEADER.match(text).end()  # matches at least the empty string
     marker = _TURN_MARKER.search(text, start)

@@ -29,7 +29,7 @@ import sys
 
 from . import compare, relations, symbolic
 from .extract import answer_slot, final_answers, last_boxes
-from .normalize import normalize, units_differ
+from .normalize import decimal_comma, normalize, units_differ
 
 logger = logging.getLogger(__name__)
 
@@ -154,8 +154,14 @@ def _same_value(pred: str, gold: str, timeout: float) -> bool:
         return _same_digits(normal_pred, base)
     if relations.about_argument(normal_pred, normal_gold):  # f(x) > 2 is not x > 2
         return False
-    if compare.equal(compare.parse(normal_pred), compare.parse(normal_gold), timeout):
+    pred_structure, gold_structure = compare.parse(normal_pred), compare.parse(normal_gold)
+    if compare.equal(pred_structure, gold_structure, timeout):
         return True
+    # One number against the other side: its "3,75" is that number written with a decimal comma.
+    if isinstance(gold_structure, str) and (comma := decimal_comma(pred)) is not None:
+        return _same_value(comma, gold, timeout)
+    if isinstance(pred_structure, str) and (comma := decimal_comma(gold)) is not None:
+        return _same_value(pred, comma, timeout)
     if "=" not in normal_pred + normal_gold:
         return False
     # An equation against an answer whose leading "y =" was removed: compare the two equations.

@@ -85,7 +85,14 @@ _BARE_POWER = re.compile(r"\^(\d{2,})")  # plain-text 2^10 means 2^{10}
 _MODULUS = re.compile(r"(?:\\pmod\s*\{?\s*\w+\s*\}?|\(\s*\\?b?mod\s*\{?\s*\w+\s*\}?\s*\))\s*$")
 _BY = re.compile(r"(?<=\d)\s+by\s+(?=-?\d)")  # dimensions: "5 by 8" lists 5 and 8
 _WORD_LABEL = re.compile(r"(?:^|(?<=,))\s*(?<![\\A-Za-z])([A-Za-z]{3,})\s+(?=-?\d)")  # "width 5, length 8"
-_THOUSANDS_SPACED = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
+_THOUSANDS_SPACED = re.compile(  # 4\,096, 4,\!096, 4,\! 096, 4{,}\!096: a separator before a group of three
+    r"(?<=\d)(?:\\,|,[ \t]*\\!|\{,\}[ \t]*(?:\\!)?)[ \t]*(?=\d{3}(?!\d))"
+)
+_LATEX_DECIMAL_COMMA = re.compile(r"(?<=\d)\{,\}(?=\d{1,2}(?!\d)|\d{4,})")  # 3{,}75: not a group of three
+_DECIMAL_COMMA = re.compile(r"(?<![\d,.])(-?\d+),(\d+)(?![\d,.])")
+_LINE_BROKEN_DIGITS = re.compile(r"(\d)[ \t]*[\r\n]\s*(?=\d)")  # 1\n234: two numbers, never a thousands group
+_GLUED_UNIT = re.compile(r"(?<=\d)([A-Za-z]{2,})\.?(?:\^\{?[23]\}?)?$")
+_ELLIPSIS_END = re.compile(r",\s*(?:\.\.\.|\\[lc]?dots|…)\s*\.?$")  # "1, 2, 3, ...": the list goes on
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _THOUSANDS_BY_SPACE = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")
 _UNIT = re.compile(
@@ -98,13 +105,15 @@ _LEADING_VARIABLE = re.compile(
 )
 _LETTER = re.compile(r"[A-Za-z]")
 _UNIT_TAIL = re.compile(r"\d\s*(square\s+|sq\.?\s+|cubic\s+)?([A-Za-z]+)\.?\s*(?:\^\s*\{?([23])\}?)?\s*$")
-_MIXED = re.compile(r"^(-?\d+)\s+(\d+)\s*/\s*(\d+)$")
+_MIXED = re.compile(r"^(-?\d+)[ \t]+(\d+)\s*/\s*(\d+)$")  # a line break is not a mixed number
 _SPACE_BETWEEN_WORDS = re.compile(r"(?<=[A-Za-z])\s+(?=[A-Za-z])")
 _SPACE = re.compile(r"\s+")
 _SPACED_DIGITS = re.compile(  # two numbers a space apart (3 5), not \frac 1 2 or a thousands group
     r"(?<![\\A-Za-z] )(?<![\\A-Za-z{^_])(\d)\s+(?=\d)(?!\d{3}(?!\d))"
 )
-_OR_AND = re.compile(r"(?<!\s)\s+(?:or|and)\s+")  # starts a run of spaces only: linear
+_OR_AND = re.compile(  # starts a run of spaces only: linear; "(11,7)or(7,11)" between brackets too
+    r"(?<!\s)\s+(?:or|and)\s+|(?<=[)\]])(?:or|and)(?=[(\[])"
+)
 _AND = re.compile(r"(?<!\s)\s+and\s+|\\wedge(?![a-z])|\\land(?![a-z])")
 _RELATION = re.compile(r"\\leq|\\geq|\\neq|<|>")
 _BACKSLASH_SPACE = re.compile(r"(?<!\\)\\ ")  # "\ " is a space; "\\ " is a matrix row end and a space
@@ -129,6 +138,7 @@ def normalize(text: str, keep_variable: bool = False) -> str:
     text = text if keep_variable else strip_variable(text)
     if text.startswith("=") and not text.startswith("=="):  # "area $= 50$": the label stayed in prose
         text = text[1:]
+    text = _ELLIPSIS_END.sub(lambda _: ",\\ldots", text)  # kept: an element that matches nothing
     text = without_thousands(text.rstrip(" .,;:").strip())
     mixed = _MIXED.match(text)
     if mixed:
@@ -136,7 +146,9 @@ def normalize(text: str, keep_variable: bool = False) -> str:
     if _SPACE_BETWEEN_WORDS.search(text) and not re.search(r"[\d\\^_{}=]", text):
         text = _SPACE.sub(" ", text).lower()  # a text answer: keep word boundaries, ignore case
         return _TEXT_SETS.get(text, text)
-    spaced = _SPACED_DIGITS.sub(r"\1\\,", text) if " " in text or "\n" in text or "\t" in text else text
+    if "\n" in text or "\r" in text:
+        text = _LINE_BROKEN_DIGITS.sub(r"\1\\,", text)
+    spaced = _SPACED_DIGITS.sub(r"\1\\,", text) if " " in text or "\t" in text else text
     return _canonical(_SPACE.sub("", spaced))
 
 
@@ -177,6 +189,8 @@ def _rewrite(text: str) -> str:
     """Rules 1–3 and 5–6: character and command rewrites, then wrapped trailing units (rule 4)."""
     text = unicode_math(text)
     text = _THOUSANDS_SPACED.sub("", text)
+    if "{,}" in text:
+        text = _LATEX_DECIMAL_COMMA.sub(".", text)
     for old, new in _COMMANDS:
         if old in text:
             text = text.replace(old, new)
@@ -209,6 +223,23 @@ def _set_builder(text: str) -> str:
         if match and re.search(rf"(?<![A-Za-z\\]){match.group(1)}(?![A-Za-z])", match.group(2))
         else text
     )
+
+
+def decimal_comma(text: str) -> str | None:
+    """``text`` with its one comma read as a decimal comma (``3,75`` → ``3.75``, ``12,5 km``, ``0,125``),
+    or ``None`` when that comma cannot be one: a comma with a space after it, or before a group of
+    exactly three digits after a non-zero whole part (``4,096`` is a thousands separator), or a second
+    comma (a list). The caller tries it only when the other side is one number, never a list.
+
+    >>> decimal_comma("3,75"), decimal_comma("0,125"), decimal_comma("4,096"), decimal_comma("1, 22")
+    ('3.75', '0.125', None, None)
+    """
+    if text.count(",") != 1:
+        return None
+    match = _DECIMAL_COMMA.search(text)
+    if match is None or (len(match.group(2)) == 3 and match.group(1).lstrip("-") != "0"):
+        return None
+    return text[: match.start()] + f"{match.group(1)}.{match.group(2)}" + text[match.end() :]
 
 
 def without_thousands(text: str) -> str:
@@ -286,7 +317,12 @@ def _strip_outer_braces(text: str) -> str:
 
 
 def _strip_units(text: str) -> str:
-    """Drop trailing unit words after a number or expression; keep a whole-word answer."""
+    """Drop trailing unit words after a number or expression; keep a whole-word answer. A unit written
+    against its number goes only when it is a measurement unit of two or more letters (``12cm``,
+    ``1,000.99m^{2}``): ``3m`` may be a product with a variable."""
+    glued = _GLUED_UNIT.search(text, max(0, len(text) - 20))
+    if glued and unit_name(glued.group(1)) is not None:
+        text = text[: glued.start()]
     for _ in range(3):
         tail_start = max(0, len(text) - 80)  # units are short; searching only the tail keeps this linear
         match = _UNIT.search(text, tail_start)

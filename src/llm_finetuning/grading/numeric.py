@@ -126,6 +126,53 @@ def written_to_double(decimal_text: str, value: Fraction, other_text: str, exact
     return error < last_digit and (exact / last_digit).denominator != 1
 
 
+def rounded_gold(gold_text: str, answer_text: str, answer: str, exact: Fraction | None) -> bool:
+    """Whether the gold, a decimal (``0.67``), is the exact answer's value rounded at the gold's last
+    digit (``\\frac{2}{3}``, ``\\sqrt{2}`` for ``1.414``): the gold gives the precision it was
+    rounded to, and an exact answer carries every digit. Only for a gold of two or more significant
+    digits (``0.3`` is too coarse to stand for ``\\frac13``), an answer written without a decimal point
+    and without variables, and a value whose decimal expansion does not terminate (a terminating one,
+    ``\\frac{99}{100}``, is compared exactly: it is not ``1.0``). The other way round a decimal answer is
+    a rounding and stays different from the exact gold (``0.67`` is not ``\\frac23``).
+
+    >>> rounded_gold("0.67", "\\frac{2}{3}", "(2)/(3)", Fraction(2, 3)), rounded_gold("0.66", "\\frac23", "(2)/(3)", Fraction(2, 3))
+    (True, False)
+    >>> rounded_gold("1.0", "\\frac{99}{100}", "(99)/(100)", Fraction(99, 100))
+    False
+    """
+    match = _DECIMAL.match(gold_text)
+    if match is None or match.group(3) or "." in answer_text or "v_" in answer:
+        return False
+    if len((match.group(1) + match.group(2)).lstrip("0")) < 2:
+        return False
+    if exact is not None and _terminates(exact):
+        return False
+    value = _exact_decimal(answer)
+    if value is None:
+        return False
+    half_unit = Decimal(5).scaleb(-len(match.group(2)) - 1)
+    return abs(value - Decimal(gold_text)) <= half_unit
+
+
+def _terminates(value: Fraction) -> bool:
+    denominator = value.denominator
+    for prime in (2, 5):
+        while denominator % prime == 0:
+            denominator //= prime
+    return denominator == 1
+
+
+def _exact_decimal(expression: str) -> Decimal | None:
+    """A constant expression's value to 60 digits (without trigonometry), else to double precision."""
+    with decimal.localcontext(_PRECISION):
+        try:
+            return +_decimal(ast.parse(expression, mode="eval").body)
+        except Exception:  # noqa: BLE001  (trigonometry, domain errors: double precision below)
+            pass
+    value = constant_value(expression)
+    return Decimal(value.real) if value is not None and abs(value.imag) < 1e-12 else None
+
+
 def proportional(left: str, right: str) -> bool | None:
     """Whether the equations ``left = 0`` and ``right = 0`` are the same up to a constant factor:
     ``True``/``False`` when floating point settles it, ``None`` otherwise."""

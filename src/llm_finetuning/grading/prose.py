@@ -58,6 +58,8 @@ _RESULT_PHRASE = re.compile(
 _SUBJECT_COPULA = re.compile(r"\s*(?:is|are|was|equals|=)\s+", re.IGNORECASE)
 _COPULA = re.compile(r"\s(?:is|are|was|equals|=)\s|:\s", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
+_DISPLAY = ("$$", "\\[")
+_BLANKS = re.compile(r"[ \t\r]*")
 _NUMBER_WORDS = (  # "one" is left out: "one of the roots", "the one above" are not values
     r"(?:zero|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
     r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
@@ -98,7 +100,8 @@ def slot_answer(text: str) -> str | None:
         return cut
     text = _LEAD_IN.sub("", text[-MAX_TEXT:].strip(), count=1)
     labelled = _LABEL_COLON.match(text)
-    if labelled and _HAS_VALUE.search(text, labelled.end()):
+    ratio = labelled and text[labelled.end()].isalpha() and ":" in text[labelled.end() :]  # "AB : BC : CA = …"
+    if labelled and _HAS_VALUE.search(text, labelled.end()) and not ratio:
         text = text[labelled.end() :]
     head = _IS_THE_ANSWER.search(text)
     if head:
@@ -217,11 +220,12 @@ def _final_statement(text: str) -> str | None:
     """The last sentence holding a digit or math; a sentence end inside a math span does not count."""
     spans = _span_ranges(text)
     starts = [start for start, _, _ in spans]
+    display = {at for start, end, _ in spans if text.startswith(_DISPLAY, start) for at in (start, end)}
     ends, inside = [], 0
     for match in _SENTENCE_END.finditer(text):
         while inside < len(spans) and spans[inside][1] <= match.start():
             inside += 1
-        if not (inside < len(spans) and spans[inside][0] <= match.start()):
+        if not (inside < len(spans) and spans[inside][0] <= match.start()) and not _beside(text, match, display):
             ends.append(match.end())
     bounds = [0, *ends, len(text)]
     for start, end in zip(reversed(bounds[:-1]), reversed(bounds[1:])):
@@ -229,6 +233,18 @@ def _final_statement(text: str) -> str | None:
         if _HAS_VALUE.search(sentence) or bisect.bisect_left(starts, start) < bisect.bisect_left(starts, end):
             return sentence
     return None
+
+
+def _beside(text: str, line_end: re.Match, display: set[int]) -> bool:
+    """Whether a line break only sets a display equation (``$$…$$``, ``\\[…\\]``) on its own lines:
+    the display belongs to the sentence around it ("The values are\\n$$12$$\\nand\\n$$13$$")."""
+    if line_end.group() != "\n":
+        return False
+    after = _BLANKS.match(text, line_end.end()).end()
+    before = line_end.start()
+    while before and text[before - 1] in " \t\r":  # a run of spaces touches at most two line ends: linear
+        before -= 1
+    return after in display or before in display
 
 
 def _after_subject(statement: str) -> str | None:
