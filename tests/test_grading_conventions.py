@@ -95,3 +95,18 @@ def test_the_answer_is_the_one_before_the_turn_ended(after):
 )  # fmt: skip
 def test_lines_lists_and_labels(answer, gold, expected):
     assert is_equivalent(answer, gold) is expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold", "expected"),
+    [
+        ("So there are 12 ways to choose the three books.", "12", True),
+        ("Therefore, there are 12 distinct sequences that meet the three given conditions.", "12", True),
+        ("The road is 12 km long.", "12", True), ("The road is 12 km long.", "12 m", False),  # its unit kept
+        ("The total is 12 apples and 3 pears.", "12", False), ("There are 12 or 13 ways.", "12", False),
+        ("The answer is 12 times the radius.", "12", False), ("The result is 3 times 4.", "3", False),
+        ("It appears 5 times in the list.", "5", True), ("It appears 5 times.", "5", True),
+    ],
+)  # fmt: skip
+def test_a_count_and_the_noun_phrase_it_counts(answer, gold, expected):
+    assert is_equivalent(answer, gold) is expected

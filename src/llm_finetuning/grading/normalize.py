@@ -99,6 +99,7 @@ _UNIT = re.compile(
     r"(?<=\s)(?:(?:square|sq\.?|cubic)\s+)?[A-Za-z][A-Za-z']+\.?(?:\^\{?[23]\}?)?"
     r"(?:\s+(?:per|/)\s+[A-Za-z]+)?(?:\s+(?:and|of)\s+[A-Za-z]+)?\s*$"
 )
+_OPERATOR_WORDS = {"times", "plus", "minus", "over", "divided", "multiplied", "less", "more"}  # with an operand after
 _KEEP_WORDS = {"pi", "infty", "sqrt", "frac", "sin", "cos", "tan", "log", "ln", "cot", "csc", "or", "and"}
 _LEADING_VARIABLE = re.compile(
     r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+|[A-Za-z]\([A-Za-z]\))\s*(?:=|\\in(?![a-z]))(?!=)"
@@ -323,13 +324,13 @@ def _strip_units(text: str) -> str:
     glued = _GLUED_UNIT.search(text, max(0, len(text) - 20))
     if glued and unit_name(glued.group(1)) is not None:
         text = text[: glued.start()]
-    for _ in range(3):
+    for stripped in range(3):
         tail_start = max(0, len(text) - 80)  # units are short; searching only the tail keeps this linear
         match = _UNIT.search(text, tail_start)
         if not match or not re.search(r"\d", text[: match.start()]):
             return text
         words = set(re.findall(r"[A-Za-z]+", match.group()))
-        if words & _KEEP_WORDS:
+        if words & _KEEP_WORDS or (stripped and words & _OPERATOR_WORDS):  # "12 times the radius" is no 12
             return text
         text = text[: match.start()].rstrip()
     return text

@@ -168,8 +168,7 @@ def _exact_decimal(expression: str) -> Decimal | None:
         try:
             return +_decimal(ast.parse(expression, mode="eval").body)
         except Exception:  # noqa: BLE001  (trigonometry, domain errors: double precision below)
-            pass
-    value = constant_value(expression)
+            value = constant_value(expression)
     return Decimal(value.real) if value is not None and abs(value.imag) < 1e-12 else None
 
 

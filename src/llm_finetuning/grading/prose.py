@@ -33,7 +33,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from .words import FRACTION_WORDS, SCALE_WORDS
+from .words import FRACTION_WORDS, SCALE_WORDS, unit_name
 
 MAX_TEXT = 4_000  # prose is read in at most the last this many characters (the last paragraphs)
 LONG = 150  # a slot longer than this is a worked solution: its final statement's last number counts
@@ -57,6 +57,15 @@ _RESULT_PHRASE = re.compile(
 )
 _SUBJECT_COPULA = re.compile(r"\s*(?:is|are|was|equals|=)\s+", re.IGNORECASE)
 _COPULA = re.compile(r"\s(?:is|are|was|equals|=)\s|:\s", re.IGNORECASE)
+_COUNTED = re.compile(  # a number and the noun phrase it counts, not an operation or a list
+    r"\s*(-?\d[\d,]*(?:\.\d+)?)\s+(?!(?:or|and|to|times|plus|minus|by|of|out|per|divided|multiplied|percent"
+    r"|over|x)\b)([A-Za-z]{2,})"
+)
+_DIGIT = re.compile(r"\d")
+_OPERATION = re.compile(  # "12 times the radius", "3 plus $x$": an operation on the value, not the value
+    r"\d\s+(?:times|plus|minus|divided\s+by|multiplied\s+by|over)\s+(?:(?:the|a|an|its|this|that)\b|[\d$\\])",
+    re.IGNORECASE,
+)
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
 _DISPLAY = ("$$", "\\[")
 _BLANKS = re.compile(r"[ \t\r]*")
@@ -154,9 +163,15 @@ def _statement_answer(statement: str, long: bool) -> str | None:
         for copula in _COPULA.finditer(statement):
             pass
         if copula is not None:
-            return tidy(statement[copula.end() :]) or None
+            rest = statement[copula.end() :]
+            counted = _COUNTED.match(rest)  # "there are 12 ways to choose the three books": 12
+            if counted and not _HEDGE.search(rest) and not _DIGIT.search(rest, counted.end(1)):
+                unit = counted.group(2) if unit_name(counted.group(2)) else ""  # kept to compare units
+                return f"{counted.group(1)} {unit}".strip()
+            return tidy(rest) or None
         values = _VALUE.findall(statement)
-        single = len(values) == 1 and not _HEDGE.search(statement)  # "She has 17 marbles left."
+        # "She has 17 marbles left."
+        single = len(values) == 1 and not _HEDGE.search(statement) and not _OPERATION.search(statement)
         if values and (long or single):
             return values[-1]
     return tidy(statement) or None
