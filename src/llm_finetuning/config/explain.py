@@ -1,7 +1,8 @@
-"""Every config field with its type, its value in a config and its help text: ``run_training.py --help-config``.
+"""Every config field with its type, its value in a config and its help text: ``run_training.py --help-config``,
+and the same as the Markdown page ``docs/config.md`` (``python -m llm_finetuning.config.explain``).
 
-The help comes from each field's ``metadata["help"]``, the same text the dataclasses carry, so the listing
-cannot drift from the code.
+The help comes from each field's ``metadata["help"]``, the same text the dataclasses carry, so neither the
+listing nor the page can drift from the code (a test compares the committed page with ``markdown()``).
 
     >>> from llm_finetuning.config import PipelineConfig
     >>> print(explain(PipelineConfig()).splitlines()[0])
@@ -20,6 +21,35 @@ from typing import Any
 def explain(config: Any) -> str:
     """One line per field, ``section.field: type = value  # help``, sections in declaration order."""
     return "\n".join(_lines(config, prefix=""))
+
+
+def markdown(config: Any) -> str:
+    """``docs/config.md``: every field of ``config`` with its type, default and help, a table per section."""
+    rows = ["# Every config field", "",
+            "Generated from the config's dataclasses (`uv run python -m llm_finetuning.config.explain > docs/config.md`;",
+            "`run_training.py --help-config` prints the same with a config's own values). Set any field in a YAML",
+            "config or on the command line with `--set section.field=value`.", ""]  # fmt: skip
+    sections = [("top level", "", config)] + [
+        (f.name, f.metadata.get("help", ""), getattr(config, f.name)) for f in dataclasses.fields(config)
+        if dataclasses.is_dataclass(getattr(config, f.name))
+    ]  # fmt: skip
+    for title, help_text, section in sections:
+        rows += [f"## {title}" if title == "top level" else f"## `{title}`", ""]
+        rows += [help_text, ""] if help_text else []
+        rows += ["| field | type | default | what it does |", "| --- | --- | --- | --- |"]
+        prefix = "" if title == "top level" else f"{title}."
+        fields = [line for line in _lines(section, prefix) if " = " in line.split("  # ")[0]]
+        rows += [_row(line) for line in fields if prefix or "." not in line.partition(":")[0]]
+        rows.append("")
+    return "\n".join(rows)
+
+
+def _row(line: str) -> str:
+    field, _, rest = line.partition(": ")
+    declared, _, help_text = rest.partition("  # ")
+    kind, _, default = declared.partition(" = ")
+    cells = (f"`{field}`", f"`{kind}`", f"`{default}`", help_text)
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
 
 def _lines(section: Any, prefix: str) -> Iterator[str]:
@@ -41,3 +71,9 @@ def _type_name(annotation: Any) -> str:
         str(annotation) if typing.get_origin(annotation) else getattr(annotation, "__name__", str(annotation))
     )
     return re.sub(r"llm_finetuning\.config\.\w+\.", "", text.replace("typing.", ""))
+
+
+if __name__ == "__main__":
+    from . import PipelineConfig
+
+    print(markdown(PipelineConfig()))
