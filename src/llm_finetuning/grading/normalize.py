@@ -17,11 +17,14 @@
 5. Degrees (``^\\circ``), percent (``\\%``) and dollars (``\\$``) are removed: stripped, not
    interpreted, so ``25\\%`` equals ``25`` and not ``0.25``.
 6. LaTeX spacing (``\\,``, ``\\;``, ``\\!``, ``\\quad``, ``~``) becomes a space; thousands separators go
-   (``1{,}000``, ``1\\,000``, ``12,\\!345``, and ``1,234,567`` or ``1 234 567`` when that is the whole
-   answer).
+   (``1{,}000``, ``1\\,000``, ``12,\\!345``, ``4,\\! 096``, and ``1,234,567`` or ``1 234 567`` when that is the
+   whole answer); ``3{,}75`` is a decimal comma (no group of three follows), and a line break never joins
+   digits (``1\\n234`` is two numbers). ``decimal_comma`` reads ``3,75`` as 3.75 for the judge, which tries
+   it only against one number.
 7. A number in words becomes digits (``five``, ``twenty-five``, ``3 million``; ``one half``, ``two thirds``).
-8. Trailing unit words after a number or expression go (``5 cm``, ``12 square units``, ``3 dollars``);
-   a lone word answer (``Monday``) is kept.
+8. Trailing unit words after a number or expression go (``5 cm``, ``12 square units``, ``3 dollars``; a
+   measurement unit written against its number, ``12cm``); a lone word answer (``Monday``) is kept, and so
+   is an operation on the value (``12 times the radius``).
 9. A word ``or`` / ``and`` between spaces becomes a comma (a list; ``42 or 43`` is then a hedge that
    matches no single answer), and ``by`` between numbers (``5 by 8``); between relations ``and`` is
    their intersection, written ``∧``. In a list a word naming a value goes (``width 5, 8``), or, when

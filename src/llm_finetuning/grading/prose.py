@@ -14,16 +14,18 @@ A slot may hold a sentence or a whole worked solution instead of a bare answer (
    that a value follows; a clause after the answer (", attained when …", ", which …", "because …") is
    dropped. A math span that names the quantity, then "is" and a value, gives the value ("The
    largest $k$ is 27" → 27; "is at least 27" states nothing). Then its last group of math spans
-   (spans that only "and"/"or"/commas separate form one group, read as a list); else, in prose, what follows its last "is"/"are"/"equals"/"="/":"; else its
-   one value if it has exactly one and does not hedge or bound it ("maybe 7", "at least 5"); else, in a
-   long slot, its last value.
+   (spans that only "and"/"or"/commas separate form one group, read as a list; a display on lines of its
+   own belongs to its sentence); else, in prose, what follows its last "is"/"are"/"equals"/"="/":" (a
+   number and the noun phrase it counts is the number: "there are 12 ways to choose them" → 12); else its
+   one value if it has exactly one and does not hedge or bound it ("maybe 7", "at least 5") or operate on it
+   ("12 times the radius"); else, in a long slot, its last value.
 5. Prose with no value at all (``Monday``, ``no solution``) is the answer as written.
 
 Everything is linear in the text's length: spans are found with ``str.find`` moving forward, and
 sentences are split once.
 
     >>> slot_answer("Hence, there are 12 handshakes in total.")
-    '12 handshakes in total'
+    '12'
     >>> slot_answer("We get $x = 2$ and $x = -3$. I hope it is correct.")
     'x = 2, x = -3'
 """
