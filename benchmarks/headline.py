@@ -63,7 +63,7 @@ def _stages(summary: dict) -> dict:
 
 
 def _record(seed: int, command: list[str]) -> dict:
-    shown = " ".join(["uv run python" if c == sys.executable else c for c in command])
+    shown = " ".join(["uv run python" if c == sys.executable else c for c in command]).replace(f"{ROOT}/", "")
     return {"seed": seed, "commit": commit(), "machine": machine(), "command": shown}
 
 
