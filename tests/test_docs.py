@@ -5,6 +5,8 @@ docs do not follow fails here."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
 
 import doc_names
@@ -84,3 +86,40 @@ def test_the_config_reference_is_generated_from_the_code():
     assert page == markdown(PipelineConfig()) + "\n", (
         "docs/config.md is out of date: uv run python -m llm_finetuning.config.explain > docs/config.md"
     )
+
+
+def _headline():
+    spec = importlib.util.spec_from_file_location("headline", doc_names.ROOT / "benchmarks" / "headline.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_headline_figures_in_the_docs_are_the_latest_results():
+    """README.md and docs/benchmarks.md quote benchmarks/headline.json as benchmarks/headline.py renders it: a
+    figure edited by hand, or results measured again without the docs following, fails here."""
+    headline = _headline()
+    results = json.loads(headline.RESULTS.read_text())
+    assert {"tiny", "real"} <= set(results) and all(len(results[p]["runs"]) >= 3 for p in ("tiny", "real"))
+    assert all(run["commit"] and run["machine"] and run["command"] for p in results.values() for run in p["runs"])
+    assert headline.stale_blocks(results) == []
+
+
+def test_a_figure_edited_by_hand_is_stale():
+    headline = _headline()
+    results = json.loads(headline.RESULTS.read_text())
+    results["tiny"]["runs"][0]["held_out"]["after_grpo"]["answer_accuracy"] += 0.1
+    assert "docs/benchmarks.md: tiny-table" in headline.stale_blocks(results)
+
+
+def test_the_readme_sample_output_is_seed_0_of_the_latest_results():
+    """The README's "What it prints" table is the demo's seed 0 as benchmarks/headline.json has it."""
+    readme = doc_names.ROOT.joinpath("README.md").read_text()
+    seed_0 = next(r for r in json.loads(_headline().RESULTS.read_text())["tiny"]["runs"] if r["seed"] == 0)
+    rows = {"format accuracy": "format_accuracy", "answer accuracy (greedy)": "answer_accuracy",
+            "answer accuracy (sampled)": "sampled_answer_accuracy"}  # fmt: skip
+    for label, figure in rows.items():
+        printed = re.search(rf"^{re.escape(label)}\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", readme, re.MULTILINE)
+        assert printed, label
+        wanted = [f"{seed_0['held_out'][stage][figure]:.3f}" for stage in ("before_sft", "after_sft", "after_grpo")]
+        assert list(printed.groups()) == wanted, label

@@ -40,35 +40,35 @@ def test_every_convention_case_gets_the_documented_verdict(cases):
 
 RULES = {  # a rule of docs/grader.md: (answer, gold, verdict), positives and near misses
     "number conventions": [
-            ("3,75", "3.75", True), ("12,5 km", "12.5", True), ("0,125", "0.125", True), ("3.75", "3,75", True),
-            ("1,22", "1, 22", True), ("1,22", "(1, 22)", True),  # the gold lists two: a list
-            ("1,22", "22", False), ("1,22", "122", False), ("3, 75", "3.75", False), ("3,750", "3.75", False),
-            ("4,\\! 096", "4096", True), ("4,\\! 096", "4.096", False), ("3{,}75", "3.75", True),
-            ("3{,}750", "3750", True), ("12cm", "12", True), ("12km", "12 m", False), ("3m", "3", False),
+        ("3,75", "3.75", True), ("12,5 km", "12.5", True), ("0,125", "0.125", True), ("3.75", "3,75", True),
+        ("1,22", "1, 22", True), ("1,22", "(1, 22)", True),  # the gold lists two: a list
+        ("1,22", "22", False), ("1,22", "122", False), ("3, 75", "3.75", False), ("3,750", "3.75", False),
+        ("4,\\! 096", "4096", True), ("4,\\! 096", "4.096", False), ("3{,}75", "3.75", True),
+        ("3{,}750", "3750", True), ("12cm", "12", True), ("12km", "12 m", False), ("3m", "3", False),
     ],
     "a rounded gold": [
-            ("\\frac{2}{3}", "0.67", True), ("\\sqrt{27}", "5.196", True), ("\\pi", "3.14", True),
-            ("(\\frac13, \\frac23)", "(0.33, 0.67)", True),
-            ("\\frac{2}{3}", "0.66", False), ("\\frac{2}{3}", "0.7", False),  # truncated; one digit
-            ("\\frac{99}{100}", "1.0", False), ("\\frac{1}{8}", "0.13", False),  # a terminating value is exact
-            ("0.67", "\\frac23", False), ("3.14", "\\pi", False),  # a rounded answer is a rounding
-            ("\\frac{2x}{3}", "0.67", False), ("(\\frac13, \\frac34)", "(0.33, 0.67)", False),
+        ("\\frac{2}{3}", "0.67", True), ("\\sqrt{27}", "5.196", True), ("\\pi", "3.14", True),
+        ("(\\frac13, \\frac23)", "(0.33, 0.67)", True),
+        ("\\frac{2}{3}", "0.66", False), ("\\frac{2}{3}", "0.7", False),  # truncated; one digit
+        ("\\frac{99}{100}", "1.0", False), ("\\frac{1}{8}", "0.13", False),  # a terminating value is exact
+        ("0.67", "\\frac23", False), ("3.14", "\\pi", False),  # a rounded answer is a rounding
+        ("\\frac{2x}{3}", "0.67", False), ("(\\frac13, \\frac34)", "(0.33, 0.67)", False),
     ],
     "lines, lists and labels": [
-            ("$$\n1234\n$$", "1234", True), ("$$\n1\n234\n$$", "1234", False), ("$$\n12\n345\n$$", "12345", False),
-            ("11\n5/6", "\\frac{71}{6}", False), ("The values are\n$$\n12\n$$\nand\n$$\n13\n$$", "12, 13", True),
-            ("The values are\n$$\n12\n$$\nand\n$$\n13\n$$", "13", False),
-            ("1, 2, 3, \\ldots", "1, 2, 3", False), ("1, 2, 3, ...", "1, 2, 3", False),
-            ("(3, 17), (17, 3), (3, 17)", "(17, 3), (3, 17)", True), ("(7,11),\\ (11,7)", "(11,7)or(7,11)", True),
-            ("\\boxed{AB : BC : CA = 3 : 4 : 5}", "AB : BC : CA = 3 : 4 : 5", True), ("Ratio: 3:4", "3:4", True),
+        ("$$\n1234\n$$", "1234", True), ("$$\n1\n234\n$$", "1234", False), ("$$\n12\n345\n$$", "12345", False),
+        ("11\n5/6", "\\frac{71}{6}", False), ("The values are\n$$\n12\n$$\nand\n$$\n13\n$$", "12, 13", True),
+        ("The values are\n$$\n12\n$$\nand\n$$\n13\n$$", "13", False),
+        ("1, 2, 3, \\ldots", "1, 2, 3", False), ("1, 2, 3, ...", "1, 2, 3", False),
+        ("(3, 17), (17, 3), (3, 17)", "(17, 3), (3, 17)", True), ("(7,11),\\ (11,7)", "(11,7)or(7,11)", True),
+        ("\\boxed{AB : BC : CA = 3 : 4 : 5}", "AB : BC : CA = 3 : 4 : 5", True), ("Ratio: 3:4", "3:4", True),
     ],
     "a count and its noun phrase": [
-            ("So there are 12 ways to choose the three books.", "12", True),
-            ("Therefore, there are 12 distinct sequences that meet the three given conditions.", "12", True),
-            ("The road is 12 km long.", "12", True), ("The road is 12 km long.", "12 m", False),  # its unit kept
-            ("The total is 12 apples and 3 pears.", "12", False), ("There are 12 or 13 ways.", "12", False),
-            ("The answer is 12 times the radius.", "12", False), ("The result is 3 times 4.", "3", False),
-            ("It appears 5 times in the list.", "5", True), ("It appears 5 times.", "5", True),
+        ("So there are 12 ways to choose the three books.", "12", True),
+        ("Therefore, there are 12 distinct sequences that meet the three given conditions.", "12", True),
+        ("The road is 12 km long.", "12", True), ("The road is 12 km long.", "12 m", False),  # its unit kept
+        ("The total is 12 apples and 3 pears.", "12", False), ("There are 12 or 13 ways.", "12", False),
+        ("The answer is 12 times the radius.", "12", False), ("The result is 3 times 4.", "3", False),
+        ("It appears 5 times in the list.", "5", True), ("It appears 5 times.", "5", True),
     ],
 }  # fmt: skip
 
