@@ -13,6 +13,8 @@ Read from a Markdown text, each check returns the names it could not find (``[]`
 * ``missing_config_keys``: every dotted name that starts with a config section (``grpo_training.oversample``,
   ``data.reasoning_gym.working``) is a field of the typed config, down to a mapping field (``trl``,
   ``settings``) whose keys are free.
+* ``unparsable_commands``: every command of a code block or span that runs one of our programs parses with
+  that program's own argument parser (nothing runs).
 * ``missing_flags``: every ``--flag`` of a command that runs our code (``run_training.py``, ``llm-finetune``,
   ``python -m llm_finetuning…``, ``benchmarks/….py``) is defined by one of our argument parsers, and every
   ``llm-finetune`` subcommand exists.
@@ -21,11 +23,14 @@ Read from a Markdown text, each check returns the names it could not find (``[]`
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import functools
 import importlib
 import importlib.util
+import io
 import re
+import shlex
 import sys
 import types
 import typing
@@ -109,6 +114,59 @@ def missing_flags(text: str) -> list[str]:
             missing.append(f"llm-finetune {words[0]}")
         missing += [flag for flag in _FLAG.findall(command.group("args")) if flag not in defined]
     return missing
+
+
+def unparsable_commands(text: str) -> list[str]:
+    """The commands in code blocks and code spans that run our programs but that their own argument parser
+    refuses (``run_training.py``, ``debug_grpo.py``, ``check.py``, ``llm-finetune <command>``, ``python -m
+    llm_finetuning…``): parsed as the program would, never run."""
+    blocks = [block.replace("\\\n", " ") for block in _FENCE.findall(text)]
+    lines = [line.split("  #")[0] for block in blocks for line in block.splitlines()] + code_spans(text)
+    refused = []
+    for line in lines:
+        if "..." in line or "…" in line:  # a sketch of a command, not one to run
+            continue
+        if "[--" in line:  # usage: "[--gpu-memory 24GiB]" is an option that may be given
+            line = line.replace("[--", "--").replace("]", "")
+        parsed = _program(line)
+        if parsed is None:
+            continue
+        parser, args = parsed
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                parser.parse_args(args)
+        except SystemExit as stop:
+            if stop.code:
+                refused.append(line.strip())
+    return refused
+
+
+def _program(line: str) -> tuple[object, list[str]] | None:
+    """The parser of the program ``line`` runs, and its arguments; ``None`` when it runs none of ours."""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return None
+    from llm_finetuning.tools.app import COMMANDS
+
+    scripts = {"run_training.py": "llm_finetuning.tools.train", "debug_grpo.py": "llm_finetuning.tools.debug_grpo",
+               "check.py": "llm_finetuning.tools.check"}  # fmt: skip
+    launched = False  # a script runs only after python or a launcher (a diagram's "run_training.py ─►" does not)
+    for at, word in enumerate(words):
+        rest = words[at + 1 :]
+        launched = launched or word in ("python", "python3", "launch", "torchrun") or word.endswith("/python")
+        if launched and (word in scripts or word.endswith(tuple(f"/{name}" for name in scripts))):
+            module = scripts[word.rsplit("/", 1)[-1]]
+        elif word in ("llm-finetune", "llm_finetuning") and (word == "llm-finetune" or words[at - 1] == "-m"):
+            if not rest or rest[0] not in COMMANDS:
+                return None  # the usage, or a subcommand missing_flags names
+            module, rest = COMMANDS[rest[0]][0], rest[1:]
+        elif word.startswith("llm_finetuning.tools.") and at and words[at - 1] == "-m":
+            module = word
+        else:
+            continue
+        return importlib.import_module(module).build_parser(), rest
+    return None
 
 
 def _resolves(module_name: str, attributes: list[str]) -> bool:

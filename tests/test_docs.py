@@ -15,7 +15,8 @@ import pytest
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.config.explain import markdown
 
-CHECKS = (doc_names.missing_paths, doc_names.missing_python, doc_names.missing_config_keys, doc_names.missing_flags)
+CHECKS = (doc_names.missing_paths, doc_names.missing_python, doc_names.missing_config_keys, doc_names.missing_flags,
+          doc_names.unparsable_commands)
 
 
 @pytest.mark.parametrize("doc", doc_names.DOCS, ids=lambda path: path.name)
@@ -32,6 +33,8 @@ def test_the_checks_read_the_docs():
     assert sum(bool(re.fullmatch(r"[\w./-]+\.py(::\w+)?", s)) for s in spans) > 100
     assert sum(s.split(".")[0] in ("grpo_training", "sft_training", "evaluation", "data") for s in spans) > 50
     assert len(re.findall(r"run_training\.py[^\n`]*--", text)) > 10
+    blocks = [line for block in doc_names._FENCE.findall(text) for line in block.replace("\\\n", " ").splitlines()]
+    assert sum(doc_names._program(line) is not None for line in blocks + spans) > 30  # commands parsed
 
 
 @pytest.mark.parametrize(
@@ -53,6 +56,11 @@ def test_the_checks_read_the_docs():
         ("uv run python run_training.py --config tiny --skip-sfts", doc_names.missing_flags, ["--skip-sfts"]),
         ("uv run llm-finetune evaluat --k 4", doc_names.missing_flags, ["llm-finetune evaluat"]),
         ("uv run --extra smollm2 python run_training.py --skip-sft --set seed=1", doc_names.missing_flags, []),
+        ("```\nuv run python run_training.py --config tiny --max-steps two\n```", doc_names.unparsable_commands,
+         ["uv run python run_training.py --config tiny --max-steps two"]),
+        ("`uv run llm-finetune eval --k four`", doc_names.unparsable_commands, ["uv run llm-finetune eval --k four"]),
+        ("```\nuv run python -m llm_finetuning.tools.infer --config tiny \\\n    --adapter out \"What is 3 + 4?\"\n```",
+         doc_names.unparsable_commands, []),  # a command continued on the next line parses whole
     ],
 )  # fmt: skip
 def test_a_name_the_code_does_not_have_is_found(text, check, missing):
