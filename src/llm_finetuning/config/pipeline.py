@@ -86,7 +86,8 @@ class EvaluationConfig:
         "auto",
         "what generates: hf = model.generate; vllm = a vLLM engine fed the training weights (Unsloth's own "
         "engine when the model has one); auto = the model's engine, else GRPO's vLLM, else vLLM on CUDA, "
-        "else hf (on a CPU vLLM's start costs more than it saves, so it is opt-in there)",
+        "else, on a CPU, vLLM where it is installed and the model has 50M parameters or more (below that its "
+        "start costs more than it saves), else hf",
     )
 
     def __post_init__(self) -> None:

@@ -24,7 +24,8 @@ def add_engine_argument(parser: argparse.ArgumentParser) -> None:
     """``--engine``: what a generating tool generates with (``evaluation.engine``)."""
     parser.add_argument(
         "--engine", choices=("auto", "hf", "vllm"),
-        help="generation engine (default: the config's evaluation.engine; auto = hf on a CPU)",
+        help="generation engine (default: the config's evaluation.engine; auto = vLLM on a GPU, and on a CPU "
+             "where vLLM is installed and the model has 50M parameters or more; else hf)",
     )  # fmt: skip
 
 
