@@ -55,7 +55,8 @@ _DEFINED_FLAG = re.compile(r"""add_argument\(\s*(?:"-\w",\s*)?"(--[a-z][a-z0-9-]
 
 
 def code_spans(text: str) -> list[str]:
-    """The inline code spans of a Markdown text (fenced blocks are commands, read by ``missing_flags``)."""
+    """The inline code spans of a Markdown text (fenced blocks hold commands: ``missing_flags`` and
+    ``unparsable_commands`` read those)."""
     return [span.strip() for span in _CODE_SPAN.findall(_FENCE.sub("", text))]
 
 
@@ -133,8 +134,8 @@ def unparsable_commands(text: str) -> list[str]:
             continue
         parser, args = parsed
         try:
-            with contextlib.redirect_stderr(io.StringIO()):
-                parser.parse_args(args)
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                parser.parse_args(args)  # --help prints and exits 0: parsed
         except SystemExit as stop:
             if stop.code:
                 refused.append(line.strip())
