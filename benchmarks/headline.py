@@ -150,7 +150,7 @@ def render(results: dict) -> dict[str, str]:
         sft = [r["held_out"]["after_sft"] for r in real["runs"]]
         blocks["real-readme"] = (
             f"SFT teaches the format in 60 steps ({_span([s['format_accuracy'] for s in sft], signed=False)} "
-            f"of answers in it) and brings greedy answers on 400 held-out problems to "
+            f"of answers in the format) and brings greedy answers on 400 held-out problems to "
             f"{_span([s['answer_accuracy'] for s in sft], signed=False)}; GRPO then adds "
             f"{_span(gains(real, 'answer_accuracy'))} points greedy and "
             f"{_span(gains(real, 'sampled_answer_accuracy'))} sampled on {n} seeds ({_provenance(real)})."
