@@ -43,6 +43,11 @@ class DatasetSpec:
     keep_answer_instruction: bool = option(
         False, 'format=dapo: keep DAPO\'s "Answer: $Answer" instruction in prompts (default: stripped)'
     )
+    answer_only: bool = option(
+        False,
+        "GRPO data: its rows carry the problem and the final answer alone (no worked or reference solution reaches "
+        "GRPO); guidance and rewards that read a worked solution are refused",
+    )
     train_settings: dict[str, Any] | None = option(
         None,
         "reasoning_gym:<task>: settings of this dataset's training problems, over data.reasoning_gym.settings "

@@ -54,6 +54,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+# The columns of a GRPO row that hold a solution (a worked one, or the dataset's own): answer-only data has none.
+SOLUTION_COLUMNS = (WORKED_COLUMN, "reference_solution")
 LARGE_DATASET = 10_000  # rows from which map() uses data.num_proc worker processes
 _LENGTH, _PARSED, _ANSWERED, _REASONED, _AGREES = "_length", "_parsed", "_answered", "_reasoned", "_agrees"
 
@@ -134,7 +136,8 @@ class DatasetProcessor:
         rows = self._keep_mask(rows, fits, "length_filtered", stats, spec)
         heldout = heldout[fits]
         seconds["length_filter"], clock = time.perf_counter() - clock, time.perf_counter()
-        rows = rows.remove_columns([_LENGTH])
+        solutions = [column for column in SOLUTION_COLUMNS if spec.answer_only and column in rows.column_names]
+        rows = rows.remove_columns([_LENGTH, *solutions])
         train, validation = self._split(rows, heldout)
         seconds["split"] = time.perf_counter() - clock
         stats.update(train=len(train), validation=len(validation) if validation is not None else 0)
@@ -157,7 +160,7 @@ class DatasetProcessor:
             "prompt": self.config.prompt,
             "phase": phase,
             "prefilled": self.prefilled,
-            "worked": phase == "grpo" and needs_worked_solutions(self.config),
+            "worked": phase == "grpo" and needs_worked_solutions(self.config) and not spec.answer_only,
         }
         return raw.map(
             _format_batch,

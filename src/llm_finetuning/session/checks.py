@@ -47,6 +47,24 @@ def _check_rewards(config: PipelineConfig) -> None:
         validate_reward_specs(config.rewards.rewards)
     except ValueError as exc:
         raise ConfigError(f"rewards: {exc}") from None
+    _check_answer_only(config)
+
+
+def _check_answer_only(config: PipelineConfig) -> None:
+    """Answer-only GRPO data has no worked solution: nothing may ask for one (``data.grpo.answer_only``)."""
+    from ..rewards import REWARDS
+    from ..tasks.workings import WORKED_COLUMN
+
+    require(not config.data.sft.answer_only, "data.sft.answer_only",
+            "SFT learns from worked solutions; answer_only applies to data.grpo")  # fmt: skip
+    if not config.data.grpo.answer_only:
+        return
+    require(not config.grpo_training.guidance, "grpo_training.guidance",
+            "guidance writes worked solutions into groups, and data.grpo.answer_only has none: set it false")  # fmt: skip
+    for spec in config.rewards.rewards:
+        reward = REWARDS.get(spec.name)
+        require(reward is None or reward.gold_column != WORKED_COLUMN, "rewards",
+                f"{spec.name} scores against a worked solution, and data.grpo.answer_only has none: remove it")  # fmt: skip
 
 
 def _check_tasks(data: DataConfig) -> None:

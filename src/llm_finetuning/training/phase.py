@@ -86,7 +86,7 @@ class TrainingPhase(ABC):
         checkpoint = self._checkpoint_to_resume(resume, run_id)
         started = time.perf_counter()
         finished_at = checkpoint_step(checkpoint) if checkpoint else 0
-        if finished_at >= trainer.args.max_steps:  # killed after its last checkpoint: its weights, no more steps
+        if checkpoint and 0 < trainer.args.max_steps <= finished_at:  # killed after its last checkpoint: its weights
             logger.info("%s: all %d steps were done before the interruption", self.name, finished_at)
             trainer._load_from_checkpoint(str(checkpoint))  # train() would take one more step from there
             steps = finished_at
