@@ -175,6 +175,8 @@ def _start_outputs(config: PipelineConfig, output_dir: Path, options: RunOptions
         check_replaceable(config.sft_adapter_path)
     if not options.skip_grpo:
         check_replaceable(config.grpo_adapter_path)
+    if config.expert_iteration.rounds > 0:
+        check_replaceable(config.expert_iteration_adapter_path)
     write_text_atomic(output_dir / "config.yaml", config.to_yaml())
     return RunRecorder.start(output_dir, resume=options.resume)
 
@@ -239,11 +241,14 @@ class Run:
     def steps(self, options: RunOptions) -> None:
         import transformers  # after the backend (pipeline.run imported Unsloth first when it is the backend)
 
+        from .training.expert_iteration import PHASE as ITERATION
+
         transformers.set_seed(self.config.seed)
         state = self.recorder.state
         sft_done_earlier = options.resume and state.is_done("sft")
         sft_now = not options.skip_sft and not sft_done_earlier
         grpo_now = not options.skip_grpo and not (options.resume and state.is_done("grpo"))
+        iterate_now = self.config.expert_iteration.rounds > 0 and not (options.resume and state.is_done(ITERATION))
         with self.part("load"):
             self.load_model()  # 1. the model (a builtin demo model is built first)
         self.prepare_grpo_data()  # 2. GRPO data and the held-out problems every evaluation uses
@@ -256,9 +261,15 @@ class Run:
                 self.train_sft(options.resume)  # 4. SFT, save sft/final, free the trainer's memory
         else:
             self.continue_from_sft(record_skip=not sft_done_earlier)  # 4'. sft/final (or the base model)
-        after_sft = sft_now or (grpo_now and not self.recorder.has_eval("after_sft"))  # a resumed run keeps it
-        if after_sft and not grpo_now:
+        after_sft = sft_now or ((grpo_now or iterate_now) and not self.recorder.has_eval("after_sft"))  # kept on resume
+        if after_sft and (iterate_now or not grpo_now):
             self.evaluate("after_sft", 0)  # 5. after SFT
+        if iterate_now:
+            with self.part(ITERATION):
+                self.train_expert_iteration()  # 5''. expert iteration, its adapter saved after every round
+            after_sft = False  # GRPO starts from this evaluation's weights
+        if self.config.expert_iteration.rounds > 0 and not self.recorder.has_eval("after_expert_iteration"):
+            self.evaluate("after_expert_iteration", 0)  # (also when it was done before a stop)
         if grpo_now:
             with self.part("grpo"):  # 5'. after SFT = GRPO step 0, once GRPO's trainer has started its engine
                 steps = self.train_grpo(options.resume, evaluate_first=after_sft)  # 6. GRPO, save the adapter
@@ -356,7 +367,8 @@ class Run:
 
     def write_card(self, stage: str) -> None:
         """The model card of the weights the stage scored, into their save (``model/card.py``)."""
-        folder = {"after_sft": self.config.sft_adapter_path, "after_grpo": self.config.grpo_adapter_path}.get(stage)
+        folder = {"after_sft": self.config.sft_adapter_path, "after_grpo": self.config.grpo_adapter_path,
+                  "after_expert_iteration": self.config.expert_iteration_adapter_path}.get(stage)  # fmt: skip
         if folder is not None and folder.is_dir():
             write_text_atomic(folder / CARD_FILE, model_card(self.recorder.summary, self.config.to_dict(), stage))
 
@@ -395,8 +407,9 @@ class Run:
         free_memory()
 
     def continue_from_sft(self, record_skip: bool) -> None:
-        """Start from ``sft/final``; a resumed run keeps the SFT figures it recorded when SFT ran."""
-        sft_final = self.config.sft_adapter_path
+        """Start from ``sft/final`` (a resumed run whose expert iteration has saved a round: from its adapter); a
+        resumed run keeps the SFT figures it recorded when SFT ran."""
+        sft_final = self.start_adapter()
         if sft_final.is_dir():
             with full_weights(self.manager.model, modifier_rank=0):
                 self.manager.load_adapter(sft_final)
@@ -404,6 +417,25 @@ class Run:
             logger.warning("no SFT adapter at %s: GRPO starts from the base model", sft_final)
         if record_skip:
             self.recorder.record_skipped("sft")
+
+    def start_adapter(self) -> Path:
+        """The adapter the phase after SFT starts from: expert iteration's, once this run has saved a round of it."""
+        from .training.expert_iteration import PHASE as ITERATION
+
+        iterated = self.recorder.state.load().get(ITERATION, {}).get("rounds")
+        return self.config.expert_iteration_adapter_path if iterated else self.config.sft_adapter_path
+
+    def train_expert_iteration(self) -> None:
+        """Expert iteration on GRPO's training problems (``training/expert_iteration.py``), recorded as a phase."""
+        from .training.expert_iteration import PHASE as ITERATION
+        from .training.expert_iteration import ExpertIteration
+
+        judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
+        phase = ExpertIteration(self.config, self.plan, self.manager, self.engine, self.grpo_data.train, judge,
+                                self.grpo_data.max_completion_length, self.recorder.metrics, self.save)  # fmt: skip
+        result = phase.run(self.recorder.state, release_engine=self.engines.release_own)
+        self.recorder.record_phase(ITERATION, result)
+        self.recorder.state.mark_done(ITERATION, **result.settings, steps=result.steps)  # last, as for the others
 
     def train_grpo(self, resume: bool, evaluate_first: bool) -> int:
         """GRPO; with ``evaluate_first``, the after-SFT evaluation between the trainer's build and its first step,
@@ -445,9 +477,10 @@ class Run:
         from .training.selection import BestWeights
 
         if self.config.grpo_training.keep_best:
-            self.best = BestWeights.load(Path(self.config.output_dir) / "grpo" / "best",
-                                         self.config.sft_adapter_path, self.recorder.run_id)  # fmt: skip
-        after_sft = self.recorder.summary["eval"].get("after_sft")
+            self.best = BestWeights.load(Path(self.config.output_dir) / "grpo" / "best", self.start_adapter(),
+                                         self.recorder.run_id)  # fmt: skip
+        evals = self.recorder.summary["eval"]
+        after_sft = evals.get("after_expert_iteration") or evals.get("after_sft")  # where GRPO starts
         if self.selector is not None:
             self.evaluate("grpo_step_0", 0, during_grpo=True)
         elif after_sft:

@@ -11,7 +11,7 @@ reasoning-gym tasks) and its GRPO batch across a launch's processes are checked 
 
     model.py     ModelConfig, LoraSettings, TinyModelSettings
     data.py      DataConfig, DatasetSpec, SyntheticDataConfig, ReasoningGymConfig, PromptConfig
-    training.py  SFTTrainingConfig, GRPOTrainingConfig, VLLMSamplingConfig
+    training.py  SFTTrainingConfig, ExpertIterationConfig, GRPOTrainingConfig, VLLMSamplingConfig
     pipeline.py  PipelineConfig (every section), RewardConfig, RewardSpec, EvaluationConfig
     explain.py   every field with its type, value and help
     batch_rules.py  GRPO's generation-batch arithmetic (TRL's rules)
@@ -25,13 +25,14 @@ from ..schema import ConfigError
 from .data import DataConfig, DatasetSpec, PromptConfig, ReasoningGymConfig, SyntheticDataConfig
 from .model import LoraSettings, ModelConfig, TinyModelSettings
 from .pipeline import EvaluationConfig, PipelineConfig, RewardConfig, RewardSpec
-from .training import GRPOTrainingConfig, SFTTrainingConfig, VLLMSamplingConfig
+from .training import ExpertIterationConfig, GRPOTrainingConfig, SFTTrainingConfig, VLLMSamplingConfig
 
 __all__ = [
     "ConfigError",
     "DataConfig",
     "DatasetSpec",
     "EvaluationConfig",
+    "ExpertIterationConfig",
     "GRPOTrainingConfig",
     "LoraSettings",
     "ModelConfig",

@@ -20,7 +20,7 @@ from ..schema import (
 )
 from .data import DataConfig, PromptConfig
 from .model import ModelConfig
-from .training import GRPOTrainingConfig, SFTTrainingConfig, VLLMSamplingConfig
+from .training import ExpertIterationConfig, GRPOTrainingConfig, SFTTrainingConfig, VLLMSamplingConfig
 
 
 @dataclass
@@ -136,6 +136,9 @@ class PipelineConfig:
     sft_training: SFTTrainingConfig = option(
         factory=SFTTrainingConfig, help="phase 1: supervised fine-tuning (TRL SFTConfig names)"
     )
+    expert_iteration: ExpertIterationConfig = option(
+        factory=ExpertIterationConfig, help="after SFT: rejection-sampling fine-tuning on GRPO's problems (off by default)"
+    )
     grpo_training: GRPOTrainingConfig = option(
         factory=GRPOTrainingConfig, help="phase 2: GRPO (TRL GRPOConfig names)"
     )
@@ -188,6 +191,11 @@ class PipelineConfig:
     def sft_adapter_path(self) -> Path:
         """Where SFT's final adapter goes (and where ``--skip-sft`` continues from)."""
         return Path(self.output_dir) / "sft" / "final"
+
+    @property
+    def expert_iteration_adapter_path(self) -> Path:
+        """Where expert iteration's adapter goes, after each round (GRPO continues from it)."""
+        return Path(self.output_dir) / "expert_iteration" / "final"
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> PipelineConfig:

@@ -45,6 +45,28 @@ class SFTTrainingConfig:
 
 
 @dataclass
+class ExpertIterationConfig:
+    """Expert iteration (rejection-sampling fine-tuning) after SFT, before GRPO or in its place: each round samples
+    the current model on fresh GRPO training problems, keeps the completions the grader accepts and fine-tunes on
+    them with sft_training's settings. It learns from answers alone, like GRPO: the baseline GRPO must beat."""
+
+    rounds: int = option(0, "rounds of sample -> keep what the grader accepts -> fine-tune; 0 = no expert iteration")
+    problems_per_round: int = option(64, "GRPO training problems sampled per round (the next ones each round)")
+    samples_per_problem: int = option(8, "completions sampled per problem, at GRPO's sampling settings")
+    keep_per_problem: int = option(2, "at most this many distinct accepted completions kept per problem")
+    epochs_per_round: float = option(1.0, "passes over a round's kept completions")
+    learning_rate: float | None = option(None, "peak learning rate of each round; null = sft_training.learning_rate")
+
+    def __post_init__(self) -> None:
+        require(self.rounds >= 0, "rounds", f"must be >= 0 (got {self.rounds})")
+        for key in ("problems_per_round", "samples_per_problem", "keep_per_problem", "epochs_per_round"):
+            value = getattr(self, key)
+            require(value > 0, key, f"must be > 0 (got {value})")
+        if self.learning_rate is not None:
+            require(self.learning_rate > 0, "learning_rate", f"must be > 0 (got {self.learning_rate})")
+
+
+@dataclass
 class GRPOTrainingConfig:
     """Phase 2: GRPO reinforcement learning against the reward functions (TRL GRPOConfig names)."""
 

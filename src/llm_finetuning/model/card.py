@@ -19,27 +19,29 @@ from typing import Any
 __all__ = ["CARD_FILE", "model_card"]
 
 CARD_FILE = "README.md"
-_STAGES = ("before_sft", "after_sft", "after_grpo")
+_STAGES = ("before_sft", "after_sft", "after_expert_iteration", "after_grpo")
+_TAGS = {"SFT": "sft", "expert iteration": "expert-iteration", "GRPO": "grpo"}
 _ROWS = (("format accuracy", "format_accuracy"), ("answer accuracy (greedy)", "answer_accuracy"),
          ("answer accuracy (sampled)", "sampled_answer_accuracy"))  # fmt: skip
 
 
 def model_card(summary: dict[str, Any], config: dict[str, Any], stage: str) -> str:
-    """The card of the weights saved at ``stage`` (``after_sft`` or ``after_grpo``)."""
+    """The card of the weights saved at ``stage`` (``after_sft``, ``after_expert_iteration`` or ``after_grpo``)."""
     model = config.get("model", {})
     lora = model.get("lora")
     kind = "LoRA adapter" if lora else "fully fine-tuned model"
     base = model.get("model_name", "?")
+    phases = _phases(summary, stage)
     lines = [
         "---",
         f"base_model: {base}" if "/" in base and not base.startswith(("builtin:", ".", "/")) else "base_model: null",
         "library_name: " + ("peft" if lora else "transformers"),
-        "tags: [llm-finetuning, " + ("sft, grpo" if stage == "after_grpo" else "sft") + ", math]",
+        "tags: [llm-finetuning, " + ", ".join(_TAGS[phase] for phase in phases) + ", math]",
         "---",
         "",
-        f"# {kind} of {base}, {'SFT then GRPO' if stage == 'after_grpo' else 'SFT'}",
+        f"# {kind} of {base}, {' then '.join(phases)}",
         "",
-        "Trained with llm-finetuning: supervised fine-tuning teaches the answer format" + _then(stage),
+        "Trained with llm-finetuning: supervised fine-tuning teaches the answer format" + _then(phases),
         "",
         *_data(config),
         *_rewards(config, stage),
@@ -50,8 +52,16 @@ def model_card(summary: dict[str, Any], config: dict[str, Any], stage: str) -> s
     return "\n".join(lines) + "\n"
 
 
-def _then(stage: str) -> str:
-    return ", then GRPO reinforcement learning with graded rewards improves the answers." if stage == "after_grpo" else "."
+def _phases(summary: dict[str, Any], stage: str) -> list[str]:
+    """The phases that trained the weights saved at ``stage``, in order."""
+    iterated = bool((summary.get("eval") or {}).get("after_expert_iteration")) or stage == "after_expert_iteration"
+    return ["SFT", *(["expert iteration"] if iterated else []), *(["GRPO"] if stage == "after_grpo" else [])]
+
+
+def _then(phases: list[str]) -> str:
+    then = {"expert iteration": ", then expert iteration fine-tunes on the answers it got right",
+            "GRPO": ", then GRPO reinforcement learning with graded rewards improves the answers"}  # fmt: skip
+    return "".join(then[phase] for phase in phases[1:]) + "."
 
 
 def _data(config: dict[str, Any]) -> list[str]:
@@ -71,7 +81,7 @@ def _rewards(config: dict[str, Any], stage: str) -> list[str]:
 
 def _results(summary: dict[str, Any], stage: str) -> list[str]:
     evals = summary.get("eval") or {}
-    shown = [s for s in _STAGES[: _STAGES.index(stage) + 1] if s in _STAGES]
+    shown = [s for s in _STAGES[: _STAGES.index(stage) + 1] if s != "after_expert_iteration" or evals.get(s)]
     n = next((evals[s]["n"] for s in shown if evals.get(s)), None)
     if n is None:
         return []

@@ -27,7 +27,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ..runtime.atomic_io import write_text_atomic
-from .run_outputs import EVAL_KEYS, STAGE_NAMES, held_out_count, table_rows
+from .run_outputs import EVAL_KEYS, STAGE_NAMES, held_out_count, shown_stages, table_rows
 
 __all__ = ["render_report", "write_report"]
 
@@ -109,7 +109,7 @@ def _header(summary: Mapping[str, Any], title: str) -> str:
 
 
 def _table(summary: Mapping[str, Any]) -> str:
-    head = "".join(f"<th>{_e(STAGE_NAMES[stage])}</th>" for stage in EVAL_KEYS)
+    head = "".join(f"<th>{_e(STAGE_NAMES[stage])}</th>" for stage in shown_stages(summary))
     rows = "".join(
         f"<tr><th>{_e(label)}</th>" + "".join(f'<td class="num">{_e(cell)}</td>' for cell in cells) + "</tr>"
         for label, cells in table_rows(summary)

@@ -34,7 +34,8 @@ from ..runtime.environment import cpu_description, device_description, package_v
 
 logger = logging.getLogger(__name__)
 
-EVAL_KEYS = ("before_sft", "after_sft", "after_grpo")
+EVAL_KEYS = ("before_sft", "after_sft", "after_expert_iteration", "after_grpo")
+OPTIONAL_STAGES = ("after_expert_iteration",)  # shown only in a run that has them
 PREVIOUS_RUN = "previous_run"  # a fresh run's predecessor's checkpoints, set aside
 CHECKPOINT_FOLDERS = ("sft", "grpo")  # where the phases write checkpoint-N
 TABLE_ROWS = (
@@ -63,7 +64,7 @@ class RunRecorder:
             "samples": {key: (previous.get("samples") or {}).get(key) for key in EVAL_KEYS},
             "phases": {
                 phase: previous.get("phases", {}).get(phase) or {"steps": 0, "seconds": 0.0}
-                for phase in ("sft", "grpo")
+                for phase in ("sft", "expert_iteration", "grpo")
             },
             "save_path": previous.get("save_path"),
             "backend": None,
@@ -219,6 +220,14 @@ class RunState:
         state[phase] = {"done": True, **details}
         write_json_atomic(self.path, state)
 
+    def mark_progress(self, phase: str, **details: Any) -> None:
+        """What an unfinished phase has done so far (``is_done`` stays false)."""
+        if not self.writes:
+            return
+        state = self.load()
+        state[phase] = {"done": False, **details}
+        write_json_atomic(self.path, state)
+
     def clear(self, run_id: str) -> None:
         """Forget every finished phase: a fresh run, ``run_id``."""
         write_json_atomic(self.path, {"run_id": run_id})
@@ -240,14 +249,20 @@ def _set_aside_checkpoints(output_dir: Path) -> None:
                 "that folder when you no longer need them)", len(found), previous)  # fmt: skip
 
 
+def shown_stages(summary: dict[str, Any]) -> list[str]:
+    """The stages the before/after table has a column for: every one, but an optional one only where it ran."""
+    return [stage for stage in EVAL_KEYS if stage not in OPTIONAL_STAGES or summary["eval"].get(stage)]
+
+
 def table_rows(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    """The before/after table's rows: a label and one cell per stage (``EVAL_KEYS``); the console and the report
-    print the same cells."""
-    evals = summary["eval"]
-    return [(label, [_cell(evals.get(stage), key) for stage in EVAL_KEYS]) for label, key in TABLE_ROWS]
+    """The before/after table's rows: a label and one cell per shown stage; the console and the report print the
+    same cells."""
+    evals, stages = summary["eval"], shown_stages(summary)
+    return [(label, [_cell(evals.get(stage), key) for stage in stages]) for label, key in TABLE_ROWS]
 
 
-STAGE_NAMES = {"before_sft": "before SFT", "after_sft": "after SFT", "after_grpo": "after GRPO"}
+STAGE_NAMES = {"before_sft": "before SFT", "after_sft": "after SFT", "after_expert_iteration": "after EI",
+               "after_grpo": "after GRPO"}  # fmt: skip  (EI: expert iteration)
 
 
 def held_out_count(summary: dict[str, Any]) -> int:
@@ -256,7 +271,7 @@ def held_out_count(summary: dict[str, Any]) -> int:
 
 def format_table(summary: dict[str, Any]) -> str:
     """The before/after table printed at the end of a run."""
-    header = f"{'':<28}" + "".join(f"{STAGE_NAMES[stage]:>12}" for stage in EVAL_KEYS)
+    header = f"{'':<28}" + "".join(f"{STAGE_NAMES[stage]:>12}" for stage in shown_stages(summary))
     lines = [header, "-" * len(header)]
     for label, cells in table_rows(summary):
         lines.append(f"{label:<28}" + "".join(f"{cell:>12}" for cell in cells))
@@ -267,7 +282,8 @@ def format_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-PART_NAMES = {"load": "loading", "sft": "SFT", "grpo": "GRPO", "evaluation": "evaluations"}
+PART_NAMES = {"load": "loading", "sft": "SFT", "expert_iteration": "expert iteration", "grpo": "GRPO",
+              "evaluation": "evaluations"}  # fmt: skip
 
 
 def _cell(figures: dict[str, Any] | None, key: str) -> str:

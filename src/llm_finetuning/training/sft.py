@@ -25,8 +25,8 @@ class SFTPhase(TrainingPhase):
     section = "sft_training"
 
     def __init__(self, config: PipelineConfig, plan: RunPlan, manager: ModelManager, train_dataset: Any,
-                 metrics: MetricsWriter | None) -> None:  # fmt: skip
-        super().__init__(manager, Path(config.output_dir) / "sft", metrics)
+                 metrics: MetricsWriter | None, output_dir: Path | None = None) -> None:  # fmt: skip
+        super().__init__(manager, output_dir or Path(config.output_dir) / "sft", metrics)
         self.config, self.plan, self.train_dataset = config, plan, train_dataset
         self.passed_through = tuple(config.sft_training.trl)
 
