@@ -49,6 +49,12 @@ def test_user_errors_are_one_line_exit_2(argv, message, capsys):
     assert len(err.splitlines()) == 1
 
 
+def test_expert_iteration_alone_skips_both_other_phases(capsys):
+    assert main(["--config", TINY, "--skip-sft", "--skip-grpo", "--print-config",
+                 "--set", "expert_iteration.rounds=2"]) == 0  # fmt: skip
+    assert "rounds: 2" in capsys.readouterr().out
+
+
 def test_missing_config_file(capsys):
     assert main(["--config", "no/such.yaml"]) == 2
     assert "config file not found" in capsys.readouterr().err

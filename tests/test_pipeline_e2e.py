@@ -195,6 +195,19 @@ def test_skip_sft_continues_from_the_saved_sft_adapter(finished_run, tmp_path):
     assert second["eval"]["after_grpo"] == first["eval"]["after_grpo"]
 
 
+def test_sft_from_a_trained_adapter_continues_from_its_weights(finished_run, tmp_path):
+    """sft_training.init_adapter: one step at a negligible learning rate keeps the trained adapter's figures; the
+    same step from a fresh adapter (the control) has not learned the format."""
+    source, first = finished_run
+    one_step = ["sft_training.max_steps=1", "sft_training.learning_rate=1e-12", "evaluation.eval_before_sft=false"]
+    more = run(tiny_config(tmp_path / "more", *one_step, f"sft_training.init_adapter={source / 'sft' / 'final'}"),
+               RunOptions(skip_grpo=True))  # fmt: skip
+    assert more["eval"]["after_sft"]["answer_accuracy"] == first["eval"]["after_sft"]["answer_accuracy"]
+    assert more["eval"]["after_sft"]["format_accuracy"] == first["eval"]["after_sft"]["format_accuracy"] >= 0.8
+    fresh = run(tiny_config(tmp_path / "fresh", *one_step), RunOptions(skip_grpo=True))
+    assert fresh["eval"]["after_sft"]["format_accuracy"] < 0.2
+
+
 def test_sft_trainer_is_freed_after_the_phase(tmp_path):
     from llm_finetuning.data import load_sft_data
     from llm_finetuning.model import ModelManager

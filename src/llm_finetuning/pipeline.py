@@ -397,6 +397,9 @@ class Run:
     def train_sft(self, resume: bool) -> None:
         from .training.sft import SFTPhase
 
+        if self.config.sft_training.init_adapter:  # more SFT on trained weights (a resume's checkpoint overrides them)
+            with full_weights(self.manager.model, modifier_rank=0):
+                self.manager.load_adapter(self.config.sft_training.init_adapter)
         phase = SFTPhase(self.config, self.plan, self.manager, self.sft_data(), self.recorder.metrics)
         result = phase.run(resume=resume, run_id=self.recorder.run_id)
         self.save(self.config.sft_adapter_path)
@@ -431,7 +434,8 @@ class Run:
         from .training.expert_iteration import ExpertIteration
 
         judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
-        phase = ExpertIteration(self.config, self.plan, self.manager, self.engine, self.grpo_data.train, judge,
+        engine = self.engine or self.session.open_engine(trains=True)[0]  # none yet when evaluation is off
+        phase = ExpertIteration(self.config, self.plan, self.manager, engine, self.grpo_data.train, judge,
                                 self.grpo_data.max_completion_length, self.recorder.metrics, self.save)  # fmt: skip
         result = phase.run(self.recorder.state, release_engine=self.engines.release_own)
         self.recorder.record_phase(ITERATION, result)

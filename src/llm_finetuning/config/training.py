@@ -34,6 +34,10 @@ class SFTTrainingConfig:
     logging_steps: int = option(5, "log every N steps")
     save_steps: int = option(50, "checkpoint every N steps")
     save_total_limit: int = option(2, "keep at most this many checkpoints")
+    init_adapter: str | None = option(
+        None, "SFT starts from these trained weights (a saved adapter folder, e.g. an earlier run's sft/final) "
+        "instead of a fresh adapter: more SFT on a trained model; null = fresh",
+    )
     trl: dict[str, Any] = option(
         factory=dict,
         help="any further TRL SFTConfig field by its name, passed as given (checked against the installed TRL; a "

@@ -145,9 +145,10 @@ def command(build: Callable[[], argparse.ArgumentParser]) -> Callable[[Body], Ca
 
 @command(build_parser)
 def main(args: argparse.Namespace) -> int:
-    if args.skip_sft and args.skip_grpo:
-        raise PipelineError("--skip-sft and --skip-grpo together leave nothing to run; drop one of them")
     config = resolve_config(args)
+    if args.skip_sft and args.skip_grpo and config.expert_iteration.rounds == 0:
+        raise PipelineError("--skip-sft and --skip-grpo together leave nothing to run; drop one of them (or set "
+                            "expert_iteration.rounds to run expert iteration alone)")  # fmt: skip
     if args.print_config:
         print(config.to_yaml(), end="")
         return 0
