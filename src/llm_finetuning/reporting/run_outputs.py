@@ -59,12 +59,13 @@ class RunRecorder:
         self.run_id = self.state.run_id  # what this run's checkpoints are marked with
         self.summary: dict[str, Any] = {
             "run_id": self.run_id,
-            "eval": {key: previous.get("eval", {}).get(key) for key in EVAL_KEYS},
+            "eval": {key: previous.get("eval", {}).get(key) for key in _stages(previous)},
             # the greedy answers to the first evaluation.sample_answers problems, per stage
-            "samples": {key: (previous.get("samples") or {}).get(key) for key in EVAL_KEYS},
-            "phases": {
-                phase: previous.get("phases", {}).get(phase) or {"steps": 0, "seconds": 0.0}
-                for phase in ("sft", "expert_iteration", "grpo")
+            "samples": {key: (previous.get("samples") or {}).get(key) for key in _stages(previous)},
+            "phases": {  # expert iteration's once it ran
+                **previous.get("phases", {}),
+                **{phase: previous.get("phases", {}).get(phase) or {"steps": 0, "seconds": 0.0}
+                   for phase in ("sft", "grpo")},
             },
             "save_path": previous.get("save_path"),
             "backend": None,
@@ -156,6 +157,11 @@ class RunRecorder:
     def _write(self) -> None:
         if self.writes:
             write_json_atomic(self.summary_path, self.summary)
+
+
+def _stages(previous: dict[str, Any]) -> list[str]:
+    """The stages a summary has keys for: every one, but an optional one only once it was evaluated."""
+    return [key for key in EVAL_KEYS if key not in OPTIONAL_STAGES or (previous.get("eval") or {}).get(key)]
 
 
 class MetricsWriter:
