@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -153,15 +154,15 @@ def score_in_child(config: Path, adapter: str, seed: int, extra: list[str], out:
 
 
 def provenance(command: list[str]) -> dict[str, Any]:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()  # fmt: skip
+    """The commit (with ``+changes`` when tracked files differ from it), the machine and the command."""
+    def git(*arguments: str) -> str:
+        return subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())  # fmt: skip
-    import os
-
-    return {"commit": commit.stdout.strip() + ("+changes" if dirty else ""), "machine": f"{cpu}, {os.cpu_count()} cores",
-            "command": " ".join(command), "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+    changed = "+changes" if git("status", "--porcelain", "--untracked-files=no") else ""
+    return {"commit": git("rev-parse", "--short", "HEAD") + changed, "machine": f"{cpu}, {os.cpu_count()} cores",
+            "command": " ".join(command), "date": time.strftime("%Y-%m-%d")}
 
 
 def main() -> int:

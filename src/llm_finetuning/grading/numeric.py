@@ -80,10 +80,6 @@ def _binomial(n: complex, k: complex) -> complex:
     return product / math.factorial(k)
 
 
-class _Imprecise(Exception):
-    """Double precision cannot settle this expression (huge or tiny literals or powers)."""
-
-
 def verdict(left: str, right: str) -> bool | None:
     """``False`` when the expressions clearly differ, ``True`` when they are numerically identical,
     ``None`` when floating point cannot tell (see the module docstring)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from ..errors import ModelError
 from ..model import Backend
@@ -29,11 +29,10 @@ from .hf import generate_detailed
 from .settings import Completion, Conversation, Progress, SamplingSettings
 from .vllm import UnslothEngine, VLLMEngine
 
-__all__ = ["ENGINES", "EngineChoice", "GenerationEngine", "HFEngine", "choose_engine", "get_engine", "open_engine"]
+__all__ = ["ENGINES", "GenerationEngine", "HFEngine", "choose_engine", "get_engine", "open_engine"]
 
 logger = logging.getLogger(__name__)
 
-EngineChoice = Literal["auto", "hf", "vllm"]
 
 
 

@@ -30,7 +30,6 @@ VERBOSE_CONSOLE = "%(levelname)s %(name)s: %(message)s"
 _FILE_HANDLER_NAME = "llm_finetuning.training_log"
 _CONSOLE_NAME = "llm_finetuning.console"
 PROJECT = "llm_finetuning"
-LIBRARIES = ("transformers", "datasets", "huggingface_hub")
 
 # Library messages we know better than their wording suggests: the start of the message, and what the console
 # says instead (None: training.log only).
