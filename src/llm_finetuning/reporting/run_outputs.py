@@ -220,18 +220,17 @@ class RunState:
         return self.load().get(phase, {}).get("done", False)
 
     def mark_done(self, phase: str, **details: Any) -> None:
-        if not self.writes:
-            return
-        state = self.load()
-        state[phase] = {"done": True, **details}
-        write_json_atomic(self.path, state)
+        self._mark(phase, done=True, details=details)
 
     def mark_progress(self, phase: str, **details: Any) -> None:
         """What an unfinished phase has done so far (``is_done`` stays false)."""
+        self._mark(phase, done=False, details=details)
+
+    def _mark(self, phase: str, done: bool, details: dict[str, Any]) -> None:
         if not self.writes:
             return
         state = self.load()
-        state[phase] = {"done": False, **details}
+        state[phase] = {"done": done, **details}
         write_json_atomic(self.path, state)
 
     def clear(self, run_id: str) -> None:
