@@ -59,9 +59,9 @@ class RunRecorder:
         self.run_id = self.state.run_id  # what this run's checkpoints are marked with
         self.summary: dict[str, Any] = {
             "run_id": self.run_id,
-            "eval": {key: previous.get("eval", {}).get(key) for key in _stages(previous)},
+            "eval": {key: previous.get("eval", {}).get(key) for key in shown_stages(previous)},
             # the greedy answers to the first evaluation.sample_answers problems, per stage
-            "samples": {key: (previous.get("samples") or {}).get(key) for key in _stages(previous)},
+            "samples": {key: (previous.get("samples") or {}).get(key) for key in shown_stages(previous)},
             "phases": {  # expert iteration's once it ran
                 **previous.get("phases", {}),
                 **{phase: previous.get("phases", {}).get(phase) or {"steps": 0, "seconds": 0.0}
@@ -159,11 +159,6 @@ class RunRecorder:
             write_json_atomic(self.summary_path, self.summary)
 
 
-def _stages(previous: dict[str, Any]) -> list[str]:
-    """The stages a summary has keys for: every one, but an optional one only once it was evaluated."""
-    return [key for key in EVAL_KEYS if key not in OPTIONAL_STAGES or (previous.get("eval") or {}).get(key)]
-
-
 class MetricsWriter:
     """Appends one JSON object per record to ``metrics.jsonl`` (phase, step, time and the values).
 
@@ -255,8 +250,10 @@ def _set_aside_checkpoints(output_dir: Path) -> None:
 
 
 def shown_stages(summary: dict[str, Any]) -> list[str]:
-    """The stages the before/after table has a column for: every one, but an optional one only where it ran."""
-    return [stage for stage in EVAL_KEYS if stage not in OPTIONAL_STAGES or summary["eval"].get(stage)]
+    """The stages a summary has keys for and the before/after table a column for: every one, but an optional one
+    only where it was evaluated."""
+    evals = summary.get("eval") or {}
+    return [stage for stage in EVAL_KEYS if stage not in OPTIONAL_STAGES or evals.get(stage)]
 
 
 def table_rows(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
