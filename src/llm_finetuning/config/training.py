@@ -118,6 +118,12 @@ class GRPOTrainingConfig:
         "wrong teach nothing); null = every problem",
     )
     difficulty_samples: int = option(8, "difficulty_band: samples per problem to estimate its pass rate")
+    curriculum: bool = option(
+        False, "draw each step's problems level by level (the rows' difficulty: a reasoning-gym task's settings, "
+        "MATH's level), each level as often as its recent groups held both right and wrong answers; fresh problems "
+        "every step (training/curriculum.py)",
+    )
+    curriculum_window: int = option(16, "curriculum: the recent groups of a level its weight is measured over")
     difficulty_pool: int = option(512, "difficulty_band: training problems scored (the first ones)")
     oversample: int = option(
         1, "prompts generated per step as a multiple of those it trains on: every group is generated and scored, "
@@ -210,6 +216,11 @@ class GRPOTrainingConfig:
                 f"must be at least 1 and below num_generations ({self.num_generations}): a group made only of "
                 f"worked solutions is all right and teaches nothing (got {self.guided_completions})")
         require(self.oversample >= 1, "oversample", f"must be >= 1 (got {self.oversample})")
+        require(self.curriculum_window >= 1, "curriculum_window", f"must be >= 1 (got {self.curriculum_window})")
+        require(not self.curriculum or self.per_device_train_batch_size * self.gradient_accumulation_steps
+                % self.num_generations == 0, "curriculum",
+                "draws whole groups, so each process's batch (per_device_train_batch_size x "
+                "gradient_accumulation_steps) must be a multiple of num_generations")  # fmt: skip
         require(self.oversample == 1 or self.per_device_train_batch_size * self.gradient_accumulation_steps
                 % self.num_generations == 0, "oversample",
                 "chooses among whole groups, so each process's batch (per_device_train_batch_size x "

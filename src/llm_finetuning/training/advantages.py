@@ -78,9 +78,11 @@ def group_figures(correct: torch.Tensor, total: torch.Tensor, advantages: torch.
     }
 
 
-def install(trainer: Any, mode: str, tie_weight: float, is_correct: Any) -> None:
+def install(trainer: Any, mode: str, tie_weight: float, is_correct: Any, expose_correct: bool = False) -> None:
     """Give ``trainer`` (a TRL GRPOTrainer) the group figures, and under ``gated`` the gated advantages.
-    ``is_correct(completion_text, row) -> bool`` is evaluation's verdict (the row's task judges it)."""
+    ``is_correct(completion_text, row) -> bool`` is evaluation's verdict (the row's task judges it). With
+    ``expose_correct`` a training batch's output also carries ``correct`` (this process's verdicts, 1 or 0), for
+    the curriculum, which takes it out before TRL sees the batch."""
     calculate, generate = trainer._calculate_rewards, trainer._generate_and_score_completions
     kept: dict[str, torch.Tensor] = {}
 
@@ -106,6 +108,9 @@ def install(trainer: Any, mode: str, tie_weight: float, is_correct: Any) -> None
             out["advantages"] = everyone[start : start + len(out["advantages"])].to(out["advantages"].dtype)
         for name, value in group_figures(correct, total, everyone, group).items():
             self._metrics[mode_name][name].append(value)
+        if expose_correct and mode_name == "train":
+            start = self.accelerator.process_index * len(out["advantages"])
+            out["correct"] = correct[start : start + len(out["advantages"])]
         return out
 
     replace_method(trainer, "_calculate_rewards", calculate_and_keep)

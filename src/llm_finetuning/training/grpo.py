@@ -25,6 +25,7 @@ from ..session.plan import RunPlan
 from . import advantages, guidance, oversample, shared_prompt
 from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
+from .curriculum import Curriculum
 from .health import GRPOHealth
 from .importance import correct_in_loss
 from .phase import TrainingPhase
@@ -97,9 +98,11 @@ class GRPOPhase(TrainingPhase):
         judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
         if section.guidance:  # first: the advantages and the oversampling see the guided groups
             guidance.install(trainer, judge.is_correct, section.guided_completions)
-        advantages.install(trainer, section.advantages, section.tie_weight, judge.is_correct)
-        if section.oversample > 1:  # after the advantages: it keeps the groups they give signal to
-            oversample.install(trainer, section.oversample, self.config.seed)
+        drawn = Curriculum.of(trainer.train_dataset, section.curriculum_window, self.config.seed) \
+            if section.curriculum else None  # fmt: skip
+        advantages.install(trainer, section.advantages, section.tie_weight, judge.is_correct, drawn is not None)
+        if section.oversample > 1 or drawn is not None:  # after the advantages: it keeps the groups they give signal to
+            oversample.install(trainer, section.oversample, self.config.seed, drawn)
         if trainer.ref_model is not None:  # full fine-tuning: TRL loaded the base model from its path
             trainer.ref_model = frozen_copy(trainer)
         return trainer
