@@ -60,6 +60,16 @@ SIMPLE_SUMS = ["data.synthetic.min_operand=0", "data.synthetic.max_operand=9", "
 CORPUS = [f"What is {a} + {b}? {a} + {b} = {a + b}" for a in range(10) for b in range(10)]
 
 
+def gated_advantages(correct: Any, shaped: Any, group: int, scale: str, tie_weight: float) -> Any:
+    """The ``gated`` estimator's advantages where ``shaped`` is the rewards' weighted sum (one reward, weight 1)."""
+    import torch
+
+    from llm_finetuning.rewards.estimators import ESTIMATORS, Scores
+
+    scores = Scores(shaped.float().unsqueeze(1), torch.ones(1), correct.float(), group, scale, tie_weight)
+    return ESTIMATORS["gated"](scores)
+
+
 def plan_for(config: PipelineConfig, backend: str = "hf") -> Any:
     """The ``RunPlan`` a run of ``config`` on the named backend resolves on this machine (``session/plan.py``)."""
     from llm_finetuning.model import get_backend

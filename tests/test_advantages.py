@@ -1,5 +1,6 @@
-"""How rewards become advantages (training/advantages.py): the correctness gate and the group figures, on literal
-groups; and a tiny GRPO run with the gate, through TRL's real trainer."""
+"""How rewards become advantages (rewards/estimators.py, training/advantages.py): the correctness gate and the group
+figures, on literal groups; TRL's aggregations computed as TRL does, and an estimator added in a test, through
+TRL's real trainer on the tiny model."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import json
 
 import pytest
 import torch
+from conftest import gated_advantages
 
-from llm_finetuning.training.advantages import gated_advantages, group_figures
+from llm_finetuning.training.advantages import group_figures
 
 G = 4
 
@@ -94,3 +96,73 @@ def test_the_kl_reference_is_the_policy_grpo_starts_from_and_is_not_saved(lora, 
     first = next(json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
                  if '"phase": "grpo"' in line and '"kl"' in line)  # fmt: skip
     assert first["kl"] < 1e-6  # the first step's policy is the reference itself; the pre-SFT model is far from it
+
+
+@pytest.mark.slow
+def test_trls_aggregations_are_computed_as_trl_computes_them(tmp_path, tiny_config, monkeypatch):
+    """Every step of a tiny GRPO run under ``sum`` and under ``normalize_then_sum``: the registry's advantages equal
+    TRL's own, number for number (the trainer's output before ours replaced them)."""
+    from trl import GRPOTrainer
+
+    from llm_finetuning.pipeline import RunOptions, run
+    from llm_finetuning.rewards.estimators import ESTIMATORS
+
+    for name in ("sum", "normalize_then_sum"):
+        trl_figures, ours = [], []
+        original, estimate = GRPOTrainer._generate_and_score_completions, ESTIMATORS[name]
+
+        def trls(self, inputs, original=original, seen=trl_figures):
+            out = original(self, inputs)
+            seen.append(out["advantages"].clone())
+            return out
+
+        def recorded(scores, estimate=estimate, seen=ours):
+            seen.append(estimate(scores))
+            return seen[-1]
+
+        monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", trls)
+        monkeypatch.setitem(ESTIMATORS, name, recorded)
+        config = tiny_config("grpo_training.max_steps=2", "grpo_training.per_device_train_batch_size=8",
+                             "grpo_training.num_generations=4", "grpo_training.max_completion_length=12",
+                             f"grpo_training.advantages={name}", "evaluation.enabled=false",
+                             output_dir=tmp_path / name)  # fmt: skip
+        run(config, RunOptions(skip_sft=True))
+        assert len(ours) == len(trl_figures) == 2
+        for mine, theirs in zip(ours, trl_figures, strict=True):
+            assert torch.equal(mine.to(theirs.dtype), theirs)
+        assert any(figures.abs().sum() > 0 for figures in ours)  # the rewards differed somewhere: a real check
+
+
+@pytest.mark.slow
+def test_an_estimator_added_in_one_function_trains_the_tiny_model_by_its_name(tmp_path):
+    from conftest import TEST_SCHEDULE, demo_config
+
+    from llm_finetuning.pipeline import RunOptions, run
+    from llm_finetuning.rewards.estimators import ESTIMATORS, Scores, estimator
+    from llm_finetuning.schema import ConfigError
+    from llm_finetuning.session.checks import check_config
+
+    returned = []
+
+    @estimator("centred_unscaled")
+    def centred_unscaled(scores: Scores) -> torch.Tensor:
+        """The rewards' weighted sum minus its group's mean, not divided by the group's spread."""
+        total = torch.nan_to_num(scores.rewards * scores.weights).sum(dim=1).view(-1, scores.group)
+        returned.append((total - total.mean(dim=1, keepdim=True)).reshape(-1))
+        return returned[-1]
+
+    try:
+        config = demo_config(tmp_path, *TEST_SCHEDULE, "grpo_training.max_steps=2", "grpo_training.logging_steps=1",
+                             "grpo_training.advantages=centred_unscaled", "evaluation.enabled=false")  # fmt: skip
+        summary = run(config, RunOptions())
+    finally:
+        del ESTIMATORS["centred_unscaled"]
+    assert summary["phases"]["grpo"]["steps"] == 2 and len(returned) == 2
+    logs = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = [record for record in logs if record["phase"] == "grpo" and "groups/signal" in record]
+    for record, advantages in zip(steps, returned, strict=True):  # the groups that taught are those it gave advantages
+        teaching = (advantages.view(-1, 4).abs().amax(dim=1) > 1e-6).float().mean().item()
+        assert record["groups/signal"] == pytest.approx(teaching)
+    assert any(record["groups/signal"] > 0 for record in steps)  # rewards differed within some group: a real check
+    with pytest.raises(ConfigError, match="unknown advantage estimator 'gatd'; did you mean gated"):
+        check_config(demo_config(tmp_path, "grpo_training.advantages=gatd"))

@@ -191,19 +191,17 @@ def test_every_name_list_in_the_config_is_its_registrys():
     kind fails here until the config's list has it)."""
     import typing
 
-    from llm_finetuning.config import DatasetSpec, EvaluationConfig, GRPOTrainingConfig, ModelConfig
+    from llm_finetuning.config import DatasetSpec, EvaluationConfig, ModelConfig
     from llm_finetuning.data.formats import ADAPTERS
     from llm_finetuning.grading import GRADERS
     from llm_finetuning.model.backend import Rollouts
     from llm_finetuning.model.backends import BACKENDS
     from llm_finetuning.rollout import ROLLOUTS
     from llm_finetuning.rollout.engines import ENGINES
-    from llm_finetuning.training.advantages import ADVANTAGE_MODES
 
     assert _choices(DatasetSpec, "format") == {"auto", *ADAPTERS}
     assert _choices(ModelConfig, "backend") == {"auto", *BACKENDS}
     assert _choices(PipelineConfig, "grader") == set(GRADERS)
-    assert _choices(GRPOTrainingConfig, "advantages") == set(ADVANTAGE_MODES)
     assert set(typing.get_args(Rollouts)) == set(ROLLOUTS)
     # "vllm" on the unsloth backend is Unsloth's own engine (generation.engines picks it): not a name to set
     assert _choices(EvaluationConfig, "engine") == {"auto", *ENGINES} - {"unsloth"}

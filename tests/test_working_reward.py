@@ -4,13 +4,12 @@ the GRPO rows it reads, on the tiny config's real problems; what it gives an all
 from __future__ import annotations
 
 import torch
-from conftest import SIMPLE_SUMS
+from conftest import SIMPLE_SUMS, gated_advantages
 
 from llm_finetuning.data import load_grpo_data
 from llm_finetuning.data.processor import WORKED_COLUMN
 from llm_finetuning.rewards import build_rewards, get_reward
 from llm_finetuning.tasks.workings import expression_working
-from llm_finetuning.training.advantages import gated_advantages
 
 END = "<end_working_out><SOLUTION>{}</SOLUTION>"
 WORKED = "<start_working_out>12 + 47 - 8 = 59 - 8\n59 - 8 = 51" + END.format(51)

@@ -89,12 +89,13 @@ class GRPOTrainingConfig:
         None, "upper clip range (clip-higher); null = epsilon (for cispo: 5.0, the cap on the importance weight)"
     )
     scale_rewards: Literal["group", "batch", "none"] = option("group", "how advantages are normalised")
-    advantages: Literal["sum", "normalize_then_sum", "gated"] = option(
+    advantages: str = option(
         "sum",
-        "how rewards become advantages: sum = the weighted sum normalised in its group (TRL's default); "
-        "normalize_then_sum = each reward normalised in the group, then summed (TRL's multi_objective_aggregation); "
-        "gated = correctness (the grader's verdict) decides where a group's answers differ, the rewards' sum only "
-        "where correctness ties, times tie_weight (no advantages from format alone in an all-wrong group)",
+        "the advantage estimator, by its name in rewards/estimators.py: sum = the weighted sum normalised in its "
+        "group (TRL's default); normalize_then_sum = each reward normalised in the group, then summed (TRL's "
+        "multi_objective_aggregation); gated = correctness (the grader's verdict) decides where a group's answers "
+        "differ, the rewards' sum only where correctness ties, times tie_weight (no advantages from format alone in "
+        "an all-wrong group)",
     )
     tie_weight: float = option(
         0.0, "advantages: gated: weight of the rewards' sum in groups whose correctness ties (0 = such groups teach "

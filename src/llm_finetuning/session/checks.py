@@ -25,6 +25,7 @@ def check_config(config: PipelineConfig) -> PipelineConfig:
     """``config``, once the names it refers to exist and its GRPO batch suits this launch (else a ConfigError)."""
     _check_trackers(config.report_to)
     _check_rewards(config)
+    _check_estimator(config.grpo_training.advantages)
     _check_tasks(config.data)
     _check_generation_batch(config)
     return config
@@ -48,6 +49,15 @@ def _check_rewards(config: PipelineConfig) -> None:
     except ValueError as exc:
         raise ConfigError(f"rewards: {exc}") from None
     _check_answer_only(config)
+
+
+def _check_estimator(name: str) -> None:
+    from ..rewards.estimators import ESTIMATORS
+
+    if name not in ESTIMATORS:
+        match = closest(name, ESTIMATORS)
+        raise ConfigError(f"grpo_training.advantages: unknown advantage estimator {name!r}; " + (
+            f"did you mean {match}?" if match else f"known: {', '.join(ESTIMATORS)} (rewards/estimators.py)"))
 
 
 def _check_answer_only(config: PipelineConfig) -> None:

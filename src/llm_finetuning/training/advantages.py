@@ -1,25 +1,24 @@
-"""How GRPO turns a group's rewards into advantages, and what each group taught: the correctness gate and group
-signal.
+"""How GRPO turns a group's rewards into advantages, and what each group taught: the estimator and group signal.
 
-TRL sums the weighted rewards and normalises the sum within each group (``sum``), or normalises each reward
-within the group before summing (``normalize_then_sum``, TRL's ``multi_objective_aggregation``). Either way a
-group whose completions are all wrong still gets full-size advantages from the format and number rewards, which
-differ between wrong answers: "phantom" advantages that teach whatever the wrong answers that formatted best
-have in common (short ones, say). ``gated`` takes the advantages from correctness alone (the math grader's
-verdict, the figure evaluation reports): in a group where correctness differs, right answers go up and wrong
-ones down, whatever the shaping rewards say; only in a group where correctness ties (all right or all wrong) do
-the shaping rewards speak, scaled by ``tie_weight`` (0: such a group teaches nothing).
+The estimator is the one ``grpo_training.advantages`` names, from the registry in ``rewards/estimators.py``:
+TRL's two aggregations (``sum``, ``normalize_then_sum``, computed as TRL computes them) or ``gated``. Under
+either of TRL's, a group whose completions are all wrong still gets full-size advantages from the format and
+number rewards, which differ between wrong answers: "phantom" advantages that teach whatever the wrong answers
+that formatted best have in common (short ones, say). ``gated`` takes the advantages from correctness alone (the
+math grader's verdict, the figure evaluation reports): in a group where correctness differs, right answers go up
+and wrong ones down, whatever the shaping rewards say; only in a group where correctness ties (all right or all
+wrong) do the shaping rewards speak, scaled by ``tie_weight`` (0: such a group teaches nothing).
 
-Whatever the mode, every step logs what its groups carried, per group (TRL's ``frac_reward_zero_std`` is per
+Whatever the estimator, every step logs what its groups carried, per group (TRL's ``frac_reward_zero_std`` is per
 batch under ``scale_rewards: batch``): ``groups/signal`` (share of groups whose advantages are not all zero),
 ``groups/all_right``, ``groups/all_wrong``, ``groups/phantom`` (all wrong, yet with differing rewards: what the
 gate removes) and ``groups/correct`` (the share of completions the grader accepts, the training accuracy).
 
     >>> import torch
-    >>> correct = torch.tensor([0., 0., 0., 0., 1., 0., 1., 0.])   # two groups of four
-    >>> shaped = torch.tensor([3., 1., 2., 0., 5., 5., 5., 5.])
-    >>> gated_advantages(correct, shaped, group=4, scale="group", tie_weight=0.0)[:4].abs().sum().item()
-    0.0
+    >>> correct = torch.tensor([0., 0., 0., 1.])   # two groups of two: all wrong, mixed
+    >>> total = torch.tensor([3., 1., 2., 2.])
+    >>> group_figures(correct, total, torch.tensor([0., 0., -.7, .7]), group=2)["groups/phantom"]
+    0.5
 """
 
 from __future__ import annotations
@@ -28,33 +27,10 @@ from typing import Any
 
 import torch
 
+from ..rewards.estimators import ESTIMATORS, Scores
 from ..runtime.trl_patches import replace_method
 
-__all__ = ["ADVANTAGE_MODES", "gated_advantages", "group_figures", "install", "teaching_groups"]
-
-ADVANTAGE_MODES = ("sum", "normalize_then_sum", "gated")
-_EPSILON = 1e-4  # TRL's: a group whose rewards barely differ is not blown up to unit scale
-
-
-def gated_advantages(correct: torch.Tensor, shaped: torch.Tensor, group: int, scale: str,
-                     tie_weight: float) -> torch.Tensor:  # fmt: skip
-    """Advantages from ``correct`` (1 right, 0 wrong) where a group's correctness differs; from ``shaped`` (the
-    weighted reward sum) times ``tie_weight`` where it ties. ``scale``: TRL's ``scale_rewards`` (group, batch,
-    none)."""
-    right = correct.view(-1, group).float()
-    from_correct = _normalised(right, scale)
-    from_shaping = _normalised(shaped.view(-1, group).float(), scale) * tie_weight
-    ties = (right.max(dim=1, keepdim=True).values == right.min(dim=1, keepdim=True).values)
-    return torch.where(ties, from_shaping, from_correct).reshape(-1)
-
-
-def _normalised(rewards: torch.Tensor, scale: str) -> torch.Tensor:
-    centred = rewards - rewards.mean(dim=1, keepdim=True)
-    if scale == "group":
-        return centred / (rewards.std(dim=1, keepdim=True) + _EPSILON)
-    if scale == "batch":
-        return centred / (rewards.std() + _EPSILON)
-    return centred
+__all__ = ["group_figures", "install", "teaching_groups"]
 
 
 def teaching_groups(advantages: torch.Tensor, group: int) -> torch.Tensor:
@@ -79,11 +55,12 @@ def group_figures(correct: torch.Tensor, total: torch.Tensor, advantages: torch.
 
 
 def install(trainer: Any, mode: str, tie_weight: float, is_correct: Any, expose_correct: bool = False) -> None:
-    """Give ``trainer`` (a TRL GRPOTrainer) the group figures, and under ``gated`` the gated advantages.
+    """Give ``trainer`` (a TRL GRPOTrainer) the advantages of the estimator ``mode`` and the group figures.
     ``is_correct(completion_text, row) -> bool`` is evaluation's verdict (the row's task judges it). With
     ``expose_correct`` a training batch's output also carries ``correct`` (this process's verdicts, 1 or 0), for
     the curriculum, which takes it out before TRL sees the batch."""
     calculate, generate = trainer._calculate_rewards, trainer._generate_and_score_completions
+    estimate = ESTIMATORS[mode]
     kept: dict[str, torch.Tensor] = {}
 
     def calculate_and_keep(self: Any, inputs: Any, prompts: Any, completions: Any, completion_ids: Any) -> Any:
@@ -101,16 +78,14 @@ def install(trainer: Any, mode: str, tie_weight: float, is_correct: Any, expose_
         rewards, correct = kept.pop("rewards"), kept.pop("correct")
         weights = self.reward_weights.to(rewards.device)
         total = torch.nan_to_num(rewards * weights.unsqueeze(0)).sum(dim=1)
-        everyone = self.accelerator.gather(out["advantages"])
-        if mode == "gated":
-            everyone = gated_advantages(correct, total, group, self.scale_rewards, tie_weight)
-            start = self.accelerator.process_index * len(out["advantages"])
-            out["advantages"] = everyone[start : start + len(out["advantages"])].to(out["advantages"].dtype)
+        everyone = estimate(Scores(rewards, weights, correct, group, self.scale_rewards, tie_weight))
+        local = slice(self.accelerator.process_index * len(out["advantages"]),
+                      (self.accelerator.process_index + 1) * len(out["advantages"]))  # fmt: skip
+        out["advantages"] = everyone[local].to(out["advantages"].dtype)
         for name, value in group_figures(correct, total, everyone, group).items():
             self._metrics[mode_name][name].append(value)
         if expose_correct and mode_name == "train":
-            start = self.accelerator.process_index * len(out["advantages"])
-            out["correct"] = correct[start : start + len(out["advantages"])]
+            out["correct"] = correct[local]
         return out
 
     replace_method(trainer, "_calculate_rewards", calculate_and_keep)
