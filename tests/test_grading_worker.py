@@ -74,8 +74,8 @@ def test_start_worker_returns_before_the_worker_is_ready_and_the_first_compariso
     code = (
         "from llm_finetuning.grading import start_worker, symbolic, is_equivalent\n"
         "start_worker()\n"
-        "print(symbolic.started(), symbolic._is_ready())\n"
-        "print(is_equivalent(r'\\sin^2(10^{-9}) + \\cos^2(10^{-9})', '1'), symbolic._is_ready())"
+        "print(symbolic.started(), symbolic._WORKER.ready())\n"
+        "print(is_equivalent(r'\\sin^2(10^{-9}) + \\cos^2(10^{-9})', '1'), symbolic._WORKER.ready())"
     )
     assert run_cold(code).splitlines() == ["True False", "True True"]
 
@@ -138,7 +138,7 @@ def test_there_is_one_sympy_name_safelist_and_every_name_in_it_can_be_evaluated(
 @pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="reads the worker's limits from /proc")
 def test_the_worker_runs_under_its_memory_limit_and_still_compares():
     symbolic.start(wait=True)
-    limits = Path(f"/proc/{symbolic.worker_pid()}/limits").read_text().splitlines()
+    limits = Path(f"/proc/{symbolic._WORKER.pid}/limits").read_text().splitlines()
     address_space = next(line for line in limits if line.startswith("Max address space"))
     soft, hard = address_space.split()[3:5]
     assert soft == hard and int(soft) > symbolic.MEMORY_HEADROOM_BYTES  # sympy's import plus the headroom

@@ -198,15 +198,15 @@ def test_a_missing_server_stops_the_run_in_one_line_after_the_timeout():
 
 @pytest.mark.parametrize(("backend", "processes", "refused"), [("unsloth", 2, True), ("unsloth", 1, False), ("hf", 2, False)])
 def test_the_unsloth_backend_is_refused_in_a_multi_process_launch(monkeypatch, tmp_path, backend, processes, refused):
-    from llm_finetuning import pipeline
     from llm_finetuning.runtime.distributed import read_launch
+    from llm_finetuning.session import run_files
 
     record = {"num_processes": processes, "launcher": "torchrun", "zero_stage": None}
-    monkeypatch.setattr(pipeline, "process_record", lambda launch: record)  # the group's size, as if launched
+    monkeypatch.setattr(run_files, "process_record", lambda launch: record)  # the group's size, as if launched
     recorder = RunRecorder.start(tmp_path, resume=False)
     if refused:
         with pytest.raises(PipelineError, match="model.backend=hf"):
-            pipeline._check_processes(get_backend(backend), recorder, read_launch({}))
+            run_files.check_processes(get_backend(backend), recorder, read_launch({}))
     else:
-        pipeline._check_processes(get_backend(backend), recorder, read_launch({}))
+        run_files.check_processes(get_backend(backend), recorder, read_launch({}))
     assert recorder.summary["processes"] == record

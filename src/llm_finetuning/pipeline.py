@@ -29,16 +29,14 @@ import torch
 
 from .config import PipelineConfig, RewardSpec
 from .data import GRPOData, load_grpo_data, load_sft_data
-from .errors import DataError, PipelineError, TrainingInterrupted
+from .errors import TrainingInterrupted
 from .evaluation.evaluator import Evaluator, difficulty_scalars
 from .evaluation.judge import CompletionJudge
 from .grading import use_grader
-from .model import Backend, ModelManager
-from .model.adapters import check_replaceable
+from .model import ModelManager
 from .model.card import CARD_FILE, model_card
 from .model.hardware import free_memory
-from .reporting.report import write_report
-from .reporting.run_outputs import RunRecorder, format_table
+from .reporting.run_outputs import RunRecorder
 from .reporting.trackers import Trackers
 from .rewards import build_rewards
 from .rollout import EngineOwner
@@ -52,7 +50,6 @@ from .runtime.distributed import (
     is_partitioned,
     join_process_group,
     main_process_first,
-    process_record,
     rank,
     run_on_main,
 )
@@ -62,9 +59,10 @@ from .runtime.peak_memory import PeakMemory
 from .runtime.run_lock import RunLock
 from .session import RunPlan, Session
 from .session.checks import check_config
+from .session.run_files import check_processes, finish_outputs, start_outputs
 from .tasks import start_judges
 from .training.arguments import check_trainer_settings
-from .training.selection import held_out_warning
+from .training.selection import GRPOWatch
 
 logger = logging.getLogger(__name__)
 
@@ -112,11 +110,12 @@ def _run_locked(config: PipelineConfig, options: RunOptions, output_dir: Path, l
     if config.num_threads is not None:  # CPU numerics depend on the thread count: fix it, don't inherit it
         torch.set_num_threads(config.num_threads)
     bound_onednn_cache()  # before the model's first matmul: what oneDNN keeps live stays small
-    recorder = run_on_main(lambda: _start_outputs(config, output_dir, options))
+    recorder = run_on_main(lambda: start_outputs(config, output_dir, sft=not options.skip_sft,
+                                                 grpo=not options.skip_grpo, resume=options.resume))
     if not is_main_process():  # the main process has reset (or kept) the files: read the same state
         recorder = RunRecorder.start(output_dir, resume=options.resume, writes=False)
     session = Session.open(config, main=is_main_process(),
-                           check=lambda backend: _check_processes(backend, recorder, launch))  # fmt: skip
+                           check=lambda backend: check_processes(backend, recorder, launch))  # fmt: skip
     if not options.skip_grpo and session.plan.trl_server:
         run_on_main(lambda: wait_for_server(config.grpo_training))  # fail now, not when GRPO starts
     trackers = Trackers.start(config, output_dir, writes=is_main_process())
@@ -124,11 +123,11 @@ def _run_locked(config: PipelineConfig, options: RunOptions, output_dir: Path, l
     try:
         story.steps(options)
     except (TrainingInterrupted, KeyboardInterrupt):  # stopped in a phase (a checkpoint saved) or outside one
-        _finish(recorder, trackers, time.perf_counter() - started, complete=False)
+        finish_outputs(recorder, trackers, time.perf_counter() - started, complete=False)
         raise
     finally:
         story.free()  # the model and any vLLM engine go with the run, not with the process
-    summary = _finish(recorder, trackers, time.perf_counter() - started, complete=True)
+    summary = finish_outputs(recorder, trackers, time.perf_counter() - started, complete=True)
     if is_main_process():
         recorder.print_table()
         if hidden := library_warnings_hidden():
@@ -155,60 +154,6 @@ def _with_objects(config: PipelineConfig, rewards: list[Any] | None, sft: Any, g
     return config.replace(data=data, rewards=reward_config)
 
 
-def _finish(recorder: RunRecorder, trackers: Trackers, seconds: float, complete: bool) -> dict[str, Any]:
-    """The final summary.json and plot, then report.html of both (complete, stopped, or resumed to the end), and
-    the before/after table to the trackers."""
-    summary = recorder.finish(seconds, complete=complete)
-    trackers.finish(format_table(summary))
-    if recorder.writes:
-        try:
-            write_report(recorder.output_dir, summary)
-        except Exception:  # a report must never cost the user the run's results
-            logger.exception("could not write report.html")
-    return summary
-
-
-def _start_outputs(config: PipelineConfig, output_dir: Path, options: RunOptions) -> RunRecorder:
-    """The resolved config, and the run's files started fresh or kept for ``--resume``; first, the adapters this
-    run will save must not replace anything but an earlier save (refused now, not hours in)."""
-    if not options.skip_sft:
-        check_replaceable(config.sft_adapter_path)
-    if not options.skip_grpo:
-        check_replaceable(config.grpo_adapter_path)
-    if config.expert_iteration.rounds > 0:
-        check_replaceable(config.expert_iteration_adapter_path)
-    write_text_atomic(output_dir / "config.yaml", config.to_yaml())
-    return RunRecorder.start(output_dir, resume=options.resume)
-
-
-def selection_evaluator(config: PipelineConfig, validation: Any, judge: CompletionJudge,
-                        budget: int) -> Evaluator | None:  # fmt: skip
-    """The evaluator of ``evaluation.selection_samples``: the held-out problems after the reported ones."""
-    count, start = config.evaluation.selection_samples, config.evaluation.num_samples
-    if not count:
-        return None
-    if len(validation) < start + count:
-        raise DataError(f"evaluation.selection_samples: {count} problems after the {start} reported need "
-                        f"{start + count} held-out problems, and there are {len(validation)}; raise the held-out "
-                        "count (data.reasoning_gym.num_eval, data.synthetic.num_eval) or lower selection_samples")  # fmt: skip
-    return Evaluator.from_config(config, validation.select(range(start, start + count)), judge, budget, limit=count)
-
-
-def _check_processes(backend: Backend, recorder: RunRecorder, launch: Any) -> None:
-    """Record how many processes the run has; refuse what cannot run in several."""
-    processes = process_record(launch)
-    before = (recorder.summary["processes"] or processes)["num_processes"]  # a resumed run: what it had before
-    if before != processes["num_processes"]:
-        logger.warning("this run was started with %d processes and resumes with %d: the data order changes",
-                       before, processes["num_processes"])
-    recorder.set(processes=processes)
-    if processes["num_processes"] > 1 and not backend.several_processes:
-        raise PipelineError(
-            f"model.backend: the {backend.name} backend runs in one process; set model.backend=hf for a "
-            "multi-process launch"
-        )
-
-
 class Run:
     """One run's steps in order, over its session (the plan, the model, every vLLM engine, what evaluation
     generates with) and the GRPO data and evaluators the steps share."""
@@ -223,9 +168,7 @@ class Run:
         self.evaluator: Evaluator | None = None
         self._sft_data: Any = None
         self.selector: Evaluator | None = None  # evaluation.selection_samples: what the evaluations in GRPO score
-        self.best: Any = None  # grpo_training.keep_best: training.selection.BestWeights
-        self.grpo_start: float | None = None  # greedy accuracy where GRPO started, on the problems it is scored on
-        self.warned_fall = False
+        self.watch = GRPOWatch()  # what the evaluations during GRPO decide (start_grpo_watch makes the run's)
         self.memory = PeakMemory.start()  # each part's peak resident memory, engines and workers included
         self.trimmer = HeapTrimmer.start(config.heap_trim_interval)  # free heap pages back to the system
 
@@ -319,7 +262,7 @@ class Run:
         self.evaluator = Evaluator.from_config(
             self.config, validation, judge, self.grpo_data.max_completion_length
         )
-        self.selector = selection_evaluator(self.config, validation, judge, self.grpo_data.max_completion_length)
+        self.selector = Evaluator.for_selection(self.config, validation, judge, self.grpo_data.max_completion_length)
         _, reason = self.session.open_engine(trains=True)  # evaluation shares TRL's engine where GRPO has one
         self.recorder.set(engine=self.engine.name, engine_reason=reason)
 
@@ -359,7 +302,7 @@ class Run:
         self.recorder.record_samples(stage, step, evaluation.samples)
         self.trackers.evaluation(stage, step, evaluation.figures, [] if during_grpo else evaluation.samples)
         if during_grpo:
-            self.watch_grpo(step, evaluation.figures)
+            self.watch.observe(step, evaluation.figures, self.save)
         else:
             self.recorder.record_eval(stage, evaluation.figures, evaluation.samples)
             self.engines.release_own()
@@ -371,18 +314,6 @@ class Run:
                   "after_expert_iteration": self.config.expert_iteration_adapter_path}.get(stage)  # fmt: skip
         if folder is not None and folder.is_dir():
             write_text_atomic(folder / CARD_FILE, model_card(self.recorder.summary, self.config.to_dict(), stage))
-
-    def watch_grpo(self, step: int, figures: dict[str, Any]) -> None:
-        """An evaluation during GRPO: the best weights so far kept (``keep_best``); a warning when it falls clearly
-        below where GRPO started."""
-        accuracy = figures["answer_accuracy"]
-        if self.grpo_start is None:
-            self.grpo_start = accuracy
-        elif (warning := held_out_warning(self.grpo_start, accuracy, figures["n"], step)) and not self.warned_fall:
-            self.warned_fall = True
-            logger.warning(warning)
-        if self.best is not None:
-            self.best.consider(step, accuracy, save=self.save)
 
     def finish_grpo_earlier(self, steps: int) -> None:
         """GRPO finished in an earlier run of this one (run_state.json): evaluate its adapter unless that was done
@@ -465,7 +396,7 @@ class Run:
             before_training=before_training,
         )  # fmt: skip
         result = phase.run(resume=resume, run_id=self.recorder.run_id)
-        if self.best is not None:
+        if self.watch.best is not None:
             result.settings["kept_step"] = self.keep_best_weights(result.steps)
         save_path = self.config.grpo_adapter_path
         self.save(save_path)
@@ -481,25 +412,26 @@ class Run:
         from .training.selection import BestWeights
 
         if self.config.grpo_training.keep_best:
-            self.best = BestWeights.load(Path(self.config.output_dir) / "grpo" / "best", self.start_adapter(),
-                                         self.recorder.run_id)  # fmt: skip
+            self.watch = GRPOWatch(BestWeights.load(Path(self.config.output_dir) / "grpo" / "best",
+                                                    self.start_adapter(), self.recorder.run_id))  # fmt: skip
         evals = self.recorder.summary["eval"]
         after_sft = evals.get("after_expert_iteration") or evals.get("after_sft")  # where GRPO starts
         if self.selector is not None:
             self.evaluate("grpo_step_0", 0, during_grpo=True)
         elif after_sft:
-            self.watch_grpo(0, after_sft)
+            self.watch.observe(0, after_sft, self.save)
 
     def keep_best_weights(self, last_step: int) -> int:
         """The last step scored like the others; the best of them loaded into the model. Returns its step."""
-        if self.best.step < last_step:  # a resumed run may have scored it already
+        best = self.watch.best
+        if best.step < last_step:  # a resumed run may have scored it already
             self.evaluate(f"grpo_step_{last_step}", last_step, during_grpo=True)
-        if self.best.step != last_step:
+        if best.step != last_step:
             with full_weights(self.manager.model, modifier_rank=0):
-                self.manager.load_adapter(self.best.weights())
-            logger.info("keep_best: the adapter of step %d (greedy %.3f) is kept, not the last step's", self.best.step,
-                        self.best.accuracy)  # fmt: skip
-        return self.best.step
+                self.manager.load_adapter(best.weights())
+            logger.info("keep_best: the adapter of step %d (greedy %.3f) is kept, not the last step's", best.step,
+                        best.accuracy)  # fmt: skip
+        return best.step
 
     def keep_problems_within_band(self) -> None:
         """GRPO's training problems cut to those the starting policy sometimes solves (``training/difficulty.py``)."""

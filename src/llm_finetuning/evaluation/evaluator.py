@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import PipelineConfig
+from ..errors import DataError
 from ..reporting.progress import ProgressView, log_samples
 from ..rollout import SamplingSettings, generation_budget
 from ..rollout.settings import Progress
@@ -92,6 +93,20 @@ class Evaluator:
             batch_size=evaluation.batch_size,
             shown=evaluation.sample_answers,
         )
+
+    @classmethod
+    def for_selection(cls, config: PipelineConfig, validation: Any, judge: CompletionJudge,
+                      budget: int | None) -> Evaluator | None:  # fmt: skip
+        """The evaluator of ``evaluation.selection_samples`` (what the evaluations during GRPO score): the held-out
+        problems after the reported ones; None when that is 0."""
+        count, start = config.evaluation.selection_samples, config.evaluation.num_samples
+        if not count:
+            return None
+        if len(validation) < start + count:
+            raise DataError(f"evaluation.selection_samples: {count} problems after the {start} reported need "
+                            f"{start + count} held-out problems, and there are {len(validation)}; raise the held-out "
+                            "count (data.reasoning_gym.num_eval, data.synthetic.num_eval) or lower selection_samples")  # fmt: skip
+        return cls.from_config(config, validation.select(range(start, start + count)), judge, budget, limit=count)
 
     def evaluate(self, engine: Any, label: str, *, include_sampled: bool = True) -> Evaluation:
         """The recorded figures and sample answers of the model ``engine`` (``generation.engines``) runs."""

@@ -106,15 +106,6 @@ def started() -> bool:
     return _WORKER.started()
 
 
-def worker_pid() -> int | None:
-    """The worker's process id, or None before the worker was first started (for tests)."""
-    return _WORKER.pid
-
-
-def _is_ready() -> bool:
-    return _WORKER.ready()
-
-
 def _warm_up() -> None:
     """Import sympy and run each kind of comparison once before the worker says it is ready: sympy loads
     much of itself lazily, and the first simplify would otherwise cost a real comparison ~0.3 s."""

@@ -18,10 +18,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..runtime.atomic_io import write_json_atomic
 
-__all__ = ["BestWeights", "held_out_warning"]
+__all__ = ["BestWeights", "GRPOWatch", "held_out_warning"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,3 +77,23 @@ def held_out_warning(start: float, now: float, n: int, step: int) -> str | None:
     return (f"GRPO step {step}: held-out accuracy {now:.3f}, below the {start:.3f} it started from; set "
             "grpo_training.keep_best: true to keep the best adapter, lower grpo_training.learning_rate, or set "
             "grpo_training.beta")  # fmt: skip
+
+
+class GRPOWatch:
+    """What each evaluation during GRPO decides: where GRPO started (the first figure it sees), a warning once
+    when the accuracy falls clearly below that, and with ``best`` (``keep_best``) the best weights so far."""
+
+    def __init__(self, best: BestWeights | None = None) -> None:
+        self.best = best
+        self.start: float | None = None  # greedy accuracy where GRPO started, on the problems it is scored on
+        self.warned = False
+
+    def observe(self, step: int, figures: dict[str, Any], save: Callable[[Path], None]) -> None:
+        accuracy = figures["answer_accuracy"]
+        if self.start is None:
+            self.start = accuracy
+        elif (warning := held_out_warning(self.start, accuracy, figures["n"], step)) and not self.warned:
+            self.warned = True
+            logger.warning(warning)
+        if self.best is not None:
+            self.best.consider(step, accuracy, save=save)
