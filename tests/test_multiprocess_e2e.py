@@ -41,6 +41,7 @@ SCHEDULE = [  # the demo's model; enough SFT that completions have a format to c
     "grpo_training.num_generations=4", "grpo_training.max_completion_length=20",
     "evaluation.num_samples=24", "evaluation.sampled_k=2", "evaluation.batch_size=5",  # 5 batches: uneven shares
     "data.synthetic.num_eval=24",
+    "grpo_training.curriculum=true",  # each step's draw made from the state both ranks share, resumed from its save
     *SIMPLE_SUMS,
 ]
 # What a rank other than the main one may write: its own part of the Trainer's checkpoints.
@@ -169,6 +170,15 @@ def test_both_ranks_end_with_identical_weights(two_process_run):
         checksums = phases[phase]["weight_checksums"]
         assert len(checksums) == 2 and checksums[0] == checksums[1], phase  # one per rank, DDP kept them equal
     assert phases["sft"]["weight_checksums"] != phases["grpo"]["weight_checksums"]  # GRPO changed the weights
+
+
+def test_the_curriculum_state_survives_the_stop_and_counts_every_step(two_process_run):
+    output_dir, _, interrupted, _ = two_process_run
+    assert any("curriculum.json" in files for files in interrupted["checkpoints"].values())
+    newest = max((output_dir / "grpo").glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
+    state = json.loads((newest / "curriculum.json").read_text())
+    assert state["draws"] == int(newest.name.split("-")[1])  # restored on resume: no step drawn twice or lost
+    assert sum(state["cursor"].values()) == state["draws"] * 2 * 2  # 2 prompts a step on each of the 2 ranks
 
 
 def test_only_the_main_process_writes(two_process_run):
