@@ -16,16 +16,21 @@ come with final answers only and on SFT's own problems (what is forgotten).
    from another data seed than training's (``EVAL_SEED_OFFSET``).
 
 Prints and writes ``<output-dir>/seed<N>/results.json``: per adapter its training seconds and per problem set its
-figures, with the commit, machine and command.
+figures, with the commit, machine and command. ``table`` prints the markdown table of every ``seed*/results.json``
+under ``--output-dir``: each figure's mean and standard error over the seeds, and GRPO's margins seed by seed:
+
+    uv run python benchmarks/beyond_sft.py table --output-dir outputs/beyond_sft
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -160,6 +165,45 @@ def score_in_child(config: Path, adapter: str, seed: int, extra: list[str], out:
     return figures
 
 
+# The table's columns: problem set and figure.
+COLUMNS = {"harder: greedy": ("harder (3-5 terms)", "greedy"), "avg@8": ("harder (3-5 terms)", f"avg@{SAMPLES}"),
+           "pass@8": ("harder (3-5 terms)", f"pass@{SAMPLES}"), "SFT's problems": ("sft's (2-3 terms)", "greedy"),
+           "3 digits": ("3 digits (2-4 terms)", "greedy")}  # fmt: skip
+ROWS = {"sft": "SFT (the start)", "more_sft": "+ more SFT", "expert_iteration": "+ expert iteration", "grpo": "+ GRPO"}
+
+
+def mean_and_error(values: list[float], digits: int = 3) -> str:
+    """``mean ± standard error`` (the error once there are two values)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {statistics.stdev(values) / math.sqrt(len(values)):.{digits}f}"
+
+
+def table(root: Path) -> str:
+    """Every seed's results under ``root`` as one markdown table, then GRPO's margins on the harder problems."""
+    runs = [json.loads(path.read_text()) for path in sorted(root.glob("seed*/results.json"))]
+    lines = [f"{len(runs)} seeds ({', '.join(str(run['seed']) for run in runs)})", "",
+             "| adapter | minutes | " + " | ".join(COLUMNS) + " |", "| --- " * (len(COLUMNS) + 2) + "|"]  # fmt: skip
+    for arm, label in ROWS.items():
+        records = [run["adapters"][arm] for run in runs if arm in run["adapters"]]
+        if not records:
+            continue
+        minutes = "—" if arm == "sft" else mean_and_error([r["train_seconds"] / 60 for r in records], 1)
+        cells = [mean_and_error([r["scored"][name][key] for r in records]) for name, key in COLUMNS.values()]
+        lines.append(f"| {label} | {minutes} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for other in ("sft", "more_sft", "expert_iteration"):
+        margins = [100 * (run["adapters"]["grpo"]["scored"]["harder (3-5 terms)"]["greedy"]
+                          - run["adapters"][other]["scored"]["harder (3-5 terms)"]["greedy"])
+                   for run in runs if {"grpo", other} <= set(run["adapters"])]  # fmt: skip
+        if margins:
+            seeds = ", ".join(f"{margin:+.1f}" for margin in margins)
+            lines.append(f"- GRPO - {ROWS[other].removeprefix('+ ')}, harder greedy, points: {seeds} (mean "
+                         f"{statistics.fmean(margins):+.1f})")
+    return "\n".join(lines)
+
+
 def provenance(command: list[str]) -> dict[str, Any]:
     """The commit (with ``+changes`` when tracked files differ from it), the machine and the command."""
     def git(*arguments: str) -> str:
@@ -174,7 +218,7 @@ def provenance(command: list[str]) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", nargs="?", default="all", choices=("all", "score"))
+    parser.add_argument("mode", nargs="?", default="all", choices=("all", "score", "table"))
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "smollm2_answer_only.yaml")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-dir", type=Path, default=ROOT / "outputs" / "beyond_sft")
@@ -187,6 +231,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.mode == "score":
         args.out.write_text(json.dumps(score(args.config, args.adapter, args.seed, args.overrides, args.problems)))
+        return 0
+    if args.mode == "table":
+        print(table(args.output_dir))
         return 0
     root = args.output_dir / f"seed{args.seed}"
     arms = [arm for arm in args.arms.split(",") if arm]
