@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from ..errors import PipelineError
+from ..runtime.atomic_io import write_json_atomic
 
 __all__ = ["LEVEL_COLUMNS", "Curriculum", "level_name"]
 
@@ -142,7 +143,7 @@ class Curriculum:
             self.recent[level] = deque(((bool(mixed), float(rate)) for mixed, rate in groups), maxlen=self.window)
 
     def save(self, folder: Path) -> None:
-        (folder / STATE_FILE).write_text(json.dumps(self.state()))
+        write_json_atomic(folder / STATE_FILE, self.state())
 
     def load(self, folder: Path) -> bool:
         """Read the state saved in a checkpoint ``folder``; False when it has none."""

@@ -14,6 +14,10 @@ within one process (the config requires each process's generation batch to hold 
 chooses among its own. Every step logs ``groups/trained_signal``: the share of the groups it trained on that
 carry signal (``groups/signal`` is over every group it generated).
 
+With ``grpo_training.curriculum`` every prompt of a step, the sampler's share and the extra ones alike, is drawn
+by the curriculum (``curriculum.py``) instead, and each step's groups tell it how they went; this is where it is
+installed, with or without oversampling.
+
     >>> import torch
     >>> chosen_groups(torch.tensor([0., 0., 1., -1., 0., 0., .5, -.5]), group=2, wanted=2)
     [1, 3]
