@@ -31,7 +31,6 @@ import statistics
 import sys
 import tempfile
 import time
-import types
 from collections import defaultdict
 from pathlib import Path
 from typing import ClassVar
@@ -78,12 +77,22 @@ class StepSplit(TrainerCallback):
             name: getattr(trainer_class, name) for name in (*self.PARTS, "_get_per_token_logps_and_entropies")
         }
 
+        from llm_finetuning.training.grpo_trainer import GRPOStep
+
+        owners = {name: trainer_class for name in originals}
+        originals["ours"], owners["ours"] = GRPOStep._get_per_token_logps_and_entropies, GRPOStep  # the shared pass
+        inside: set[str] = set()  # parts being timed: a pass inside another (ours falling back to TRL's) counts once
+
         def timed(name: str, part: str):
             def wrapper(trainer, *args, **kwargs):
+                if part in inside:
+                    return originals[name](trainer, *args, **kwargs)
+                inside.add(part)
                 started = time.perf_counter()
                 try:
                     return originals[name](trainer, *args, **kwargs)
                 finally:
+                    inside.discard(part)
                     if part != "log-probs (no grad)" or not torch.is_grad_enabled():
                         self._current[part] += time.perf_counter() - started
 
@@ -93,24 +102,12 @@ class StepSplit(TrainerCallback):
             setattr(trainer_class, name, timed(name, part))
         trainer_class._get_per_token_logps_and_entropies = timed("_get_per_token_logps_and_entropies",
                                                                 "log-probs (no grad)")  # fmt: skip
-        from llm_finetuning.training import shared_prompt
-
-        install = shared_prompt.install
-
-        def install_timed(trainer):  # our pass is the trainer's own attribute: time it as the class's is
-            install(trainer)
-            originals["shared"] = trainer._get_per_token_logps_and_entropies.__func__
-            trainer._get_per_token_logps_and_entropies = types.MethodType(timed("shared", "log-probs (no grad)"),
-                                                                          trainer)  # fmt: skip
-
-        shared_prompt.install = install_timed
+        GRPOStep._get_per_token_logps_and_entropies = timed("ours", "log-probs (no grad)")
         try:
             yield self
         finally:
-            shared_prompt.install = install
-            originals.pop("shared", None)
             for name, original in originals.items():
-                setattr(trainer_class, name, original)
+                setattr(owners[name], "_get_per_token_logps_and_entropies" if name == "ours" else name, original)
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._current, self._start = defaultdict(float), time.perf_counter()

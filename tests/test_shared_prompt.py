@@ -22,7 +22,7 @@ from conftest import ROOT, real_model_marks
 
 from llm_finetuning.model import get_backend
 from llm_finetuning.session.plan import shared_tokens
-from llm_finetuning.training import shared_prompt, trl_compat
+from llm_finetuning.training import trl_compat
 from llm_finetuning.training.shared_prompt import common_prefix, pack_groups, pack_prefix, unpack
 
 PROMPT, COMPLETION = 12, 9
@@ -89,11 +89,14 @@ def test_the_decision_says_why(asked, backend, attention, layers, on, reason):
 
 
 def grpo_trainer(base, tmp_path, attention: str, dtype: torch.dtype):
-    """A real TRL GRPOTrainer over a LoRA-wrapped model at ``base``, LoRA B non-zero so the adapter matters."""
+    """Our GRPO trainer (TRL's with the shared prompt on) over a LoRA-wrapped model at ``base``, LoRA B non-zero so
+    the adapter matters."""
     from datasets import Dataset
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
     from trl import GRPOConfig, GRPOTrainer
+
+    from llm_finetuning.training.grpo_trainer import StepRecipe, grpo_trainer_class
 
     trl_compat.install(cuda=False)  # these trainers run on the CPU (use_cpu=True) on any machine, a GPU one too
     model = AutoModelForCausalLM.from_pretrained(base, attn_implementation=attention, dtype=dtype)
@@ -105,8 +108,11 @@ def grpo_trainer(base, tmp_path, attention: str, dtype: torch.dtype):
             parameter.data = torch.randn(parameter.shape, generator=generator).to(parameter.dtype) * 0.02
     args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=dtype == torch.bfloat16,
                       per_device_train_batch_size=8, num_generations=4, max_completion_length=8, report_to=[])  # fmt: skip
-    return GRPOTrainer(model=model, args=args, reward_funcs=lambda completions, **_: [0.0] * len(completions),
-                       train_dataset=Dataset.from_dict({"prompt": ["x"] * 8}))  # fmt: skip
+    return grpo_trainer_class(GRPOTrainer)(
+        model=model, args=args, reward_funcs=lambda completions, **_: [0.0] * len(completions),
+        train_dataset=Dataset.from_dict({"prompt": ["x"] * 8}),
+        recipe=StepRecipe(is_correct=lambda text, row: False, shared_prompt=True),
+    )
 
 
 def varied_batch(vocab: int, prompts: list[torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -156,7 +162,6 @@ def plain_and_shared(trainer, ids, mask, batch_size=None, autocast=True):
     def plain(*args, **kwargs):
         return GRPOTrainer._get_per_token_logps_and_entropies(trainer, *args, **kwargs)
 
-    shared_prompt.install(trainer)
     shared = trainer._get_per_token_logps_and_entropies
     return (log_probs_and_gradients(trainer, plain, ids, mask, batch_size, autocast),
             log_probs_and_gradients(trainer, shared, ids, mask, batch_size, autocast))  # fmt: skip
@@ -205,20 +210,39 @@ def bf16_matches_fp32_as_the_plain_pass_does(base, tmp_path, attention, prompts=
     assert shared_gap <= 1.25 * plain_gap + 1e-6
 
 
-def test_the_importance_sampling_correction_wraps_the_shared_pass_and_leaves_it_installed(tiny_base, tmp_path):
-    from llm_finetuning.training.importance import correct_in_loss
+def test_the_loss_pass_takes_the_importance_ratio_from_the_shared_pass(tiny_base, tmp_path, monkeypatch):
+    """Under the correction computed in the loss pass (as on vLLM rollouts), the ratio comes from the log-probs the
+    loss pass computed (here the shared pass's), once, with TRL's formula; a no-grad pass adds none."""
+    from trl import GRPOTrainer
+
+    from llm_finetuning.training.importance import importance_ratio
 
     trainer = grpo_trainer(tiny_base, tmp_path, "sdpa", torch.float32)
-    shared_prompt.install(trainer)
-    shared = trainer._get_per_token_logps_and_entropies
-    calls = []
-    trainer._compute_loss = lambda model, inputs: calls.append(trainer._get_per_token_logps_and_entropies)
-    trainer.use_vllm, trainer.vllm_importance_sampling_correction = True, True  # as on vLLM rollouts
-    correct_in_loss(trainer)
-    trainer._compute_loss(trainer.model, {})
-    assert calls and calls[0].__closure__ is not None  # the correction's wrapper ran in the loss pass ...
-    assert shared in [cell.cell_contents for cell in calls[0].__closure__]  # ... around the shared pass
-    assert trainer._get_per_token_logps_and_entropies == shared  # and put it back afterwards
+    trainer._ratio_in_loss = True  # what importance.applies decides on vLLM rollouts with the correction on
+    trainer.model.train()
+    ids, mask = varied_batch(trainer.model.config.vocab_size)
+    sampled = torch.full((ids.size(0), COMPLETION), -2.0)
+    inputs = {"completion_mask": mask[:, PROMPT:], "sampling_per_token_logps": sampled}
+    passes = []
+
+    def trls_loss(self, model, inputs):  # what TRL's _compute_loss does first: the policy's log-probs
+        passes.append(self._get_per_token_logps_and_entropies(model, ids, mask, COMPLETION)[0])
+        return inputs.get("importance_sampling_ratio")
+
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss", trls_loss)
+    with torch.no_grad():
+        assert trainer._compute_loss(trainer.model, inputs) is None  # no grad: TRL's no-grad passes, no ratio
+    ratio = trainer._compute_loss(trainer.model, inputs)
+    assert ratio is not None and ratio is inputs["importance_sampling_ratio"]
+    expected = importance_ratio(passes[-1].detach(), sampled, inputs["completion_mask"],
+                                trainer.vllm_importance_sampling_mode, trainer.vllm_importance_sampling_clip_min,
+                                trainer.vllm_importance_sampling_clip_max)  # fmt: skip
+    assert torch.equal(ratio, expected) and not torch.equal(ratio, torch.ones_like(ratio))
+    plain = GRPOTrainer._get_per_token_logps_and_entropies(trainer, trainer.model, ids, mask, COMPLETION)[0]
+    scored = mask[:, PROMPT:].bool()
+    assert (passes[-1][scored] - plain[scored]).abs().max() < 1e-5  # the shared pass's log-probs, not TRL's
+    assert set(trainer._metrics["train"]) >= {"sampling/importance_sampling_ratio/mean",
+                                              "sampling/sampling_logp_difference/max"}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -305,6 +329,7 @@ def sft_trainer_and_batch(tiny_base, tiny_tokenizer, tmp_path):
 
     from llm_finetuning.config import PromptConfig
     from llm_finetuning.data.processor import conversation
+    from llm_finetuning.training.sft import sft_trainer_class
 
     trl_compat.install(cuda=False)  # these trainers run on the CPU (use_cpu=True) on any machine, a GPU one too
     system = PromptConfig().system_prompt
@@ -319,7 +344,8 @@ def sft_trainer_and_batch(tiny_base, tiny_tokenizer, tmp_path):
             parameter.data = torch.randn(parameter.shape, generator=generator) * 0.02
     args = SFTConfig(output_dir=str(tmp_path / "sft"), use_cpu=True, bf16=False, per_device_train_batch_size=3,
                      report_to=[], max_length=512)  # fmt: skip
-    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tiny_tokenizer)
+    trainer = sft_trainer_class(SFTTrainer)(model=model, args=args, train_dataset=data,
+                                            processing_class=tiny_tokenizer, share_prefix=False)  # fmt: skip
     return trainer, next(iter(trainer.get_train_dataloader()))
 
 
@@ -337,7 +363,7 @@ def test_sft_loss_gradients_and_metrics_equal_the_padded_pass(tiny_base, tiny_to
         return loss.item(), {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}, metrics
 
     plain = loss_and_gradients()
-    shared_prompt.install_sft(trainer)
+    trainer.share_prefix = True
     shared = loss_and_gradients()
     assert shared[0] == pytest.approx(plain[0], abs=1e-5)
     assert largest_relative_gap(plain[1], shared[1]) < 1e-5

@@ -40,6 +40,25 @@ def test_every_swapped_module_attribute_is_one_trl_uses(module, attribute):
     assert f"{attribute}(" in source or f"{attribute}.apply(" in source  # TRL calls it by that module-level name
 
 
+@pytest.mark.parametrize("owner", ["trl.GRPOTrainer", "trl.SFTTrainer"])
+def test_our_trainers_override_exactly_the_listed_internals_with_their_parameters(owner):
+    from llm_finetuning.training.grpo_trainer import GRPOStep
+    from llm_finetuning.training.sft import SharedPrefixLoss
+
+    ours, base = {"trl.GRPOTrainer": GRPOStep, "trl.SFTTrainer": SharedPrefixLoss}[owner], _resolve(owner)
+    overridden = {name for name in vars(ours) if not name.startswith("__") and hasattr(base, name)}
+    assert overridden == set(OBJECT_METHODS[owner])  # a new override is listed first; no name of TRL's taken by chance
+    for name in overridden:
+        parameters = list(inspect.signature(getattr(ours, name)).parameters)[1:]
+        assert parameters in (["args", "kwargs"], list(OBJECT_METHODS[owner][name])), name
+
+
+def test_docs_architecture_lists_every_trl_internal_the_project_touches():
+    listed = (SRC.parents[1] / "docs" / "architecture.md").read_text()
+    names = [f"{owner.rpartition('.')[2]}.{method}" for owner, methods in OBJECT_METHODS.items() for method in methods]
+    assert [name for name in [*names, *MODULE_ATTRIBUTES.values()] if f"`{name}`" not in listed] == []
+
+
 def test_a_replacement_that_is_not_listed_is_refused():
     class Trainer:
         def step(self):

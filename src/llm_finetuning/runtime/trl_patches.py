@@ -1,20 +1,23 @@
-"""Every internal of TRL the project replaces, listed in one place with the TRL version it was written against.
+"""Every internal of TRL the project overrides or replaces, listed in one place with the TRL version it was written
+against.
 
-TRL's public arguments cannot express a few things the pipeline needs, so some of its private methods are
-replaced on the trainer object (never on the class: another trainer in the process keeps TRL's), or a module
-attribute is swapped around one call. Each replacement is made through this module, which refuses a name it
-does not list; ``tests/test_trl_contracts.py`` reads the installed TRL and checks every listed internal still
-exists with the parameters the replacements were written for, so a TRL upgrade fails there, by name, instead
-of silently training differently.
+TRL's public arguments cannot express a few things the pipeline needs. Our trainers are subclasses of TRL's
+(``training/grpo_trainer.py``, ``training/sft.py``) that override some of its private methods; TRL's vLLM
+generation object gets one method replaced on that object (never on the class); a module attribute is swapped
+around one call. ``OBJECT_METHODS`` lists every such method with the parameters TRL gives it, and
+``tests/test_trl_contracts.py`` reads the installed TRL and checks each still exists with them (and that our
+trainers override nothing it does not list), so a TRL upgrade fails there, by name, instead of silently training
+differently. ``replace_method`` refuses a name the list lacks.
 
-| TRL internal | replaced by | so that |
+| TRL internal | overridden or replaced in | so that |
 | --- | --- | --- |
-| ``GRPOTrainer._generate_and_score_completions`` | ``training/advantages.py``, ``training/importance.py``, ``training/oversample.py``, ``training/guidance.py`` | advantages are gated on correctness; the old log-prob pass is skipped where the ratio is 1; groups with signal are trained first; guidance sees the step's rows |
-| ``GRPOTrainer._generate_single_turn`` | ``training/guidance.py`` | an all-wrong group gets its problem's worked solution |
-| ``GRPOTrainer._calculate_rewards`` | ``training/advantages.py`` | each reward's column is kept for the gate |
-| ``GRPOTrainer._compute_loss`` | ``training/importance.py`` | the importance-sampling ratio is applied per token |
-| ``GRPOTrainer._get_per_token_logps_and_entropies``, ``GRPOTrainer.compute_loss``, ``SFTTrainer.compute_loss`` | ``training/shared_prompt.py`` | a group's prompt (SFT: a batch's common prefix) is computed once |
-| ``VLLMGeneration.sync_weights`` | ``rollout/trl.py`` | weights reach an engine the run owns (and vLLM's CPU build) |
+| ``GRPOTrainer._generate_and_score_completions`` | ``training/grpo_trainer.py`` | the step's prompts are chosen (oversampling, curriculum), advantages come from the registered estimator, groups with signal are trained first |
+| ``GRPOTrainer._generate_single_turn`` | ``training/grpo_trainer.py`` | an all-wrong group gets its problem's worked solution (guidance) |
+| ``GRPOTrainer._calculate_rewards`` | ``training/grpo_trainer.py`` | the grader's verdict is kept beside the rewards |
+| ``GRPOTrainer._compute_loss`` | ``training/grpo_trainer.py`` | the importance-sampling ratio comes from the loss pass |
+| ``GRPOTrainer._get_per_token_logps_and_entropies`` | ``training/grpo_trainer.py`` | a group's prompt is computed once; the loss pass's log-probs give the ratio |
+| ``SFTTrainer.compute_loss`` | ``training/sft.py`` | a batch's common prefix is computed once |
+| ``VLLMGeneration.sync_weights`` | ``rollout/trl.py`` (on the object) | weights reach an engine the run owns (and vLLM's CPU build) |
 | ``trl.generation.vllm_generation.LLM`` (around the engine's start) | ``rollout/trl.py`` | the engine gets the training dtype, our log-prob mode, eager mode on a CPU and room for evaluation |
 | ``trl.trainer.utils._ChunkedLogProbFunction`` | ``training/trl_compat.py`` | TRL's Triton kernel has a PyTorch fallback without a GPU |
 """
@@ -29,14 +32,13 @@ __all__ = ["MODULE_ATTRIBUTES", "OBJECT_METHODS", "WRITTEN_FOR", "replace_method
 
 WRITTEN_FOR = "1.15"  # the TRL minor version (uv.lock) every replacement below was written and tested against
 
-# class (TRL's import path) -> method -> TRL's parameters (without self) that the replacement takes over
+# class (TRL's import path) -> method -> TRL's parameters (without self) that the override or replacement takes
 OBJECT_METHODS: dict[str, dict[str, tuple[str, ...]]] = {
     "trl.GRPOTrainer": {
         "_generate_and_score_completions": ("inputs",),
         "_calculate_rewards": ("inputs", "prompts", "completions", "completion_ids_list"),
         "_generate_single_turn": ("prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"),
         "_compute_loss": ("model", "inputs"),
-        "compute_loss": ("model", "inputs", "return_outputs", "num_items_in_batch"),
         "_get_per_token_logps_and_entropies": (
             "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size", "compute_entropy",
             "compute_aux_loss", "pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask",

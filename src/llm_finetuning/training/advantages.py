@@ -9,6 +9,7 @@ math grader's verdict, the figure evaluation reports): in a group where correctn
 and wrong ones down, whatever the shaping rewards say; only in a group where correctness ties (all right or all
 wrong) do the shaping rewards speak, scaled by ``tie_weight`` (0: such a group teaches nothing).
 
+The trainer's ``assign_advantages`` (``grpo_trainer.py``) applies the estimator to every process's groups.
 Whatever the estimator, every step logs what its groups carried, per group (TRL's ``frac_reward_zero_std`` is per
 batch under ``scale_rewards: batch``): ``groups/signal`` (share of groups whose advantages are not all zero),
 ``groups/all_right``, ``groups/all_wrong``, ``groups/phantom`` (all wrong, yet with differing rewards: what the
@@ -23,14 +24,9 @@ gate removes) and ``groups/correct`` (the share of completions the grader accept
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from ..rewards.estimators import ESTIMATORS, Scores
-from ..runtime.trl_patches import replace_method
-
-__all__ = ["group_figures", "install", "teaching_groups"]
+__all__ = ["group_figures", "teaching_groups"]
 
 
 def teaching_groups(advantages: torch.Tensor, group: int) -> torch.Tensor:
@@ -52,41 +48,3 @@ def group_figures(correct: torch.Tensor, total: torch.Tensor, advantages: torch.
         "groups/phantom": (all_wrong & spread).float().mean().item(),
         "groups/correct": right.mean().item(),
     }
-
-
-def install(trainer: Any, mode: str, tie_weight: float, is_correct: Any, expose_correct: bool = False) -> None:
-    """Give ``trainer`` (a TRL GRPOTrainer) the advantages of the estimator ``mode`` and the group figures.
-    ``is_correct(completion_text, row) -> bool`` is evaluation's verdict (the row's task judges it). With
-    ``expose_correct`` a training batch's output also carries ``correct`` (this process's verdicts, 1 or 0), for
-    the curriculum, which takes it out before TRL sees the batch."""
-    calculate, generate = trainer._calculate_rewards, trainer._generate_and_score_completions
-    estimate = ESTIMATORS[mode]
-    kept: dict[str, torch.Tensor] = {}
-
-    def calculate_and_keep(self: Any, inputs: Any, prompts: Any, completions: Any, completion_ids: Any) -> Any:
-        rewards = calculate(inputs, prompts, completions, completion_ids)
-        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
-        local = torch.tensor([float(is_correct(text, row)) for text, row in zip(texts, inputs, strict=True)],
-                             device=rewards.device)  # fmt: skip
-        kept["rewards"], kept["correct"] = rewards, self.accelerator.gather(local)
-        return rewards
-
-    def generate_with_groups(self: Any, inputs: Any) -> Any:
-        out = generate(inputs)
-        mode_name = "train" if self.model.training else "eval"
-        group = self.num_generations if mode_name == "train" else self.num_generations_eval
-        rewards, correct = kept.pop("rewards"), kept.pop("correct")
-        weights = self.reward_weights.to(rewards.device)
-        total = torch.nan_to_num(rewards * weights.unsqueeze(0)).sum(dim=1)
-        everyone = estimate(Scores(rewards, weights, correct, group, self.scale_rewards, tie_weight))
-        local = slice(self.accelerator.process_index * len(out["advantages"]),
-                      (self.accelerator.process_index + 1) * len(out["advantages"]))  # fmt: skip
-        out["advantages"] = everyone[local].to(out["advantages"].dtype)
-        for name, value in group_figures(correct, total, everyone, group).items():
-            self._metrics[mode_name][name].append(value)
-        if expose_correct and mode_name == "train":
-            out["correct"] = correct[local]
-        return out
-
-    replace_method(trainer, "_calculate_rewards", calculate_and_keep)
-    replace_method(trainer, "_generate_and_score_completions", generate_with_groups)

@@ -37,11 +37,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import TrainerCallback
 
 from ..errors import PipelineError
 from ..runtime.atomic_io import write_json_atomic
 
-__all__ = ["LEVEL_COLUMNS", "Curriculum", "level_name"]
+__all__ = ["LEVEL_COLUMNS", "Curriculum", "CurriculumCheckpoint", "level_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -153,3 +154,21 @@ class Curriculum:
         self.restore(json.loads(path.read_text()))
         return True
 
+    def resume_from(self, output_dir: str | Path, step: int) -> None:
+        """On a run's first draw at ``step`` > 0 (resumed), the state its checkpoint there saved."""
+        if self.draws == 0 and step > 0:
+            folder = Path(output_dir) / f"checkpoint-{step}"
+            if not self.load(folder):
+                logger.warning("GRPO curriculum: %s has no %s; its estimates start again", folder, STATE_FILE)
+
+
+class CurriculumCheckpoint(TrainerCallback):
+    """Saves the curriculum's state in each checkpoint folder (the main process), before it is marked complete."""
+
+    def __init__(self, curriculum: Curriculum) -> None:
+        self.curriculum = curriculum
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and folder.is_dir():
+            self.curriculum.save(folder)

@@ -22,12 +22,11 @@ from ..evaluation.judge import CompletionJudge
 from ..model import ModelManager
 from ..rollout import EngineOwner
 from ..session.plan import RunPlan
-from . import advantages, guidance, oversample, shared_prompt
 from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
 from .curriculum import Curriculum
+from .grpo_trainer import StepRecipe, grpo_trainer_class
 from .health import GRPOHealth
-from .importance import correct_in_loss
 from .phase import TrainingPhase
 
 logger = logging.getLogger(__name__)
@@ -79,8 +78,9 @@ class GRPOPhase(TrainingPhase):
         if plan.uses_vllm:
             logger.info("GRPO rollouts on vLLM (%s); importance-sampling correction %s", plan.rollouts,
                         plan.importance.reason)
+        trainer_class = grpo_trainer_class(GRPOTrainer)
         if not plan.trl_engine:
-            trainer = self._trainer(GRPOTrainer, GRPOConfig(**arguments))
+            trainer = self._trainer(trainer_class, GRPOConfig(**arguments))
         else:
             from ..rollout import trl
 
@@ -88,32 +88,28 @@ class GRPOPhase(TrainingPhase):
             made.device  # noqa: B018 - accelerate's process state is decided here, before TRL's engine start
             # sets the launcher variables vLLM reads: under them one process would train wrapped in DDP
             with trl.trl_engine_start(self.engines, plan.importance.engine_logprobs) as process_group_existed:
-                trainer = self._trainer(GRPOTrainer, made)
+                trainer = self._trainer(trainer_class, made)
             trl.adopt(trainer, self.engines, process_group_existed)
-        section = self.config.grpo_training
-        if plan.shares("grpo"):
-            shared_prompt.install(trainer)
-        if plan.trl_loss:  # TRL's own loss; Unsloth's compiled trainer has its own
-            correct_in_loss(trainer)
-        judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
-        if section.guidance:  # first: the advantages and the oversampling see the guided groups
-            guidance.install(trainer, judge.is_correct, section.guided_completions)
-        drawn = Curriculum.of(trainer.train_dataset, section.curriculum_window, self.config.seed) \
-            if section.curriculum else None  # fmt: skip
-        advantages.install(trainer, section.advantages, section.tie_weight, judge.is_correct, drawn is not None)
-        if section.oversample > 1 or drawn is not None:  # after the advantages: it keeps the groups they give signal to
-            oversample.install(trainer, section.oversample, self.config.seed, drawn)
         if trainer.ref_model is not None:  # full fine-tuning: TRL loaded the base model from its path
             trainer.ref_model = frozen_copy(trainer)
         return trainer
 
     def _trainer(self, trainer_class: type, arguments: Any) -> Any:
-        return trainer_class(
-            model=self.manager.model,
-            args=arguments,
-            reward_funcs=self.reward_funcs,
-            train_dataset=self.data.train,
-            processing_class=self.manager.tokenizer,
+        return trainer_class(model=self.manager.model, args=arguments, reward_funcs=self.reward_funcs,
+                             train_dataset=self.data.train, processing_class=self.manager.tokenizer,
+                             recipe=self.recipe())  # fmt: skip
+
+    def recipe(self) -> StepRecipe:
+        """What the trainer's step does beyond TRL's (``grpo_trainer.py``), from the config and the plan."""
+        section, plan = self.config.grpo_training, self.plan
+        judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
+        curriculum = Curriculum.of(self.data.train, section.curriculum_window, self.config.seed) \
+            if section.curriculum else None  # fmt: skip
+        return StepRecipe(
+            is_correct=judge.is_correct, estimator=section.advantages, tie_weight=section.tie_weight,
+            oversample=section.oversample, seed=self.config.seed, curriculum=curriculum,
+            guided_completions=section.guided_completions if section.guidance else 0,
+            shared_prompt=plan.shares("grpo"), ratio_in_loss=plan.trl_loss,
         )
 
 

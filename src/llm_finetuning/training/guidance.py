@@ -35,9 +35,8 @@ import torch
 
 from ..data.processor import WORKED_COLUMN
 from ..errors import PipelineError
-from ..runtime.trl_patches import replace_method
 
-__all__ = ["guide", "guided_slots", "install"]
+__all__ = ["guide", "guide_batch", "guided_slots", "log_available"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,46 +65,32 @@ def guide(completion_ids: list[list[int]], logprobs: list[list[float | None]] | 
     return put
 
 
-def install(trainer: Any, is_correct: Callable[[str, dict], bool], count: int = 1) -> None:
-    """Give ``trainer`` (a TRL GRPOTrainer) worked solutions in its all-wrong training groups, ``count`` in each
-    (module docstring). ``is_correct(completion_text, row)`` is the gate's verdict. Installed before the advantages
-    and oversampling, so that they see the guided groups."""
-    score, generate = trainer._generate_and_score_completions, trainer._generate_single_turn
-    rows: list[dict] = []
-    available = sum(bool(text) for text in trainer.train_dataset[WORKED_COLUMN])
+def log_available(dataset: Any) -> None:
+    """Say how many training problems carry a worked solution (the others' groups are never guided)."""
+    available = sum(bool(text) for text in dataset[WORKED_COLUMN])
     logger.info("GRPO guidance: %d of %d training problems have a worked solution for all-wrong groups", available,
-                len(trainer.train_dataset))  # fmt: skip
+                len(dataset))  # fmt: skip
 
-    def score_with_rows(self: Any, inputs: Any) -> Any:
-        rows[:] = list(inputs)
-        try:
-            return score(inputs)
-        finally:
-            rows.clear()
 
-    def generate_guided(self: Any, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
-                        has_tool_images: bool = False) -> Any:  # fmt: skip
-        completion_ids, logprobs = generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-        if not self.model.training:
-            return completion_ids, logprobs
-        if len(rows) != len(completion_ids):
-            raise PipelineError(f"grpo_training.guidance: {len(completion_ids)} completions for {len(rows)} rows (a "
-                                "trainer that generates otherwise than TRL 1.15's); set guidance: false")  # fmt: skip
-        tokenizer, limit = self.processing_class, self.max_completion_length
-        texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-        correct = [is_correct(text, row) for text, row in zip(texts, rows, strict=True)]
-        slots = guided_slots(correct, [row.get(WORKED_COLUMN) or "" for row in rows], num_generations, count)
+def guide_batch(trainer: Any, completion_ids: list, logprobs: list | None, rows: list[dict],
+                group: int) -> tuple[list, list | None]:  # fmt: skip
+    """A training batch's completions (of ``rows``, in groups of ``group``) with the trainer's
+    ``recipe.guided_completions`` worked solutions in each all-wrong group; logs ``groups/guided``."""
+    if len(rows) != len(completion_ids):
+        raise PipelineError(f"grpo_training.guidance: {len(completion_ids)} completions for {len(rows)} rows (a "
+                            "trainer that generates otherwise than TRL 1.15's); set guidance: false")  # fmt: skip
+    tokenizer, limit = trainer.processing_class, trainer.max_completion_length
+    count, is_correct = trainer.recipe.guided_completions, trainer.recipe.is_correct
+    texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+    correct = [is_correct(text, row) for text, row in zip(texts, rows, strict=True)]
+    slots = guided_slots(correct, [row.get(WORKED_COLUMN) or "" for row in rows], group, count)
 
-        def worked_ids(slot: int) -> list[int] | None:
-            ids = tokenizer(rows[slot][WORKED_COLUMN], add_special_tokens=False)["input_ids"]
-            ids = [*ids, tokenizer.eos_token_id]
-            return ids if len(ids) <= limit else None
+    def worked_ids(slot: int) -> list[int] | None:
+        ids = [*tokenizer(rows[slot][WORKED_COLUMN], add_special_tokens=False)["input_ids"], tokenizer.eos_token_id]
+        return ids if len(ids) <= limit else None
 
-        completion_ids, logprobs = list(completion_ids), None if logprobs is None else list(logprobs)
-        put = guide(completion_ids, logprobs, slots, worked_ids)
-        share = torch.tensor(put / count / (len(rows) // num_generations), device=self.accelerator.device)
-        self._metrics["train"]["groups/guided"].append(self.accelerator.gather(share).mean().item())
-        return completion_ids, logprobs
-
-    replace_method(trainer, "_generate_and_score_completions", score_with_rows)
-    replace_method(trainer, "_generate_single_turn", generate_guided)
+    completion_ids, logprobs = list(completion_ids), None if logprobs is None else list(logprobs)
+    put = guide(completion_ids, logprobs, slots, worked_ids)
+    share = torch.tensor(put / count / (len(rows) // group), device=trainer.accelerator.device)
+    trainer._metrics["train"]["groups/guided"].append(trainer.accelerator.gather(share).mean().item())
+    return completion_ids, logprobs

@@ -4,12 +4,10 @@ Whether the correction is on is the rule of ``rollout/importance.py``. TRL compu
 "old" log-probs of each generated batch, which it gets from a no-grad forward pass over the whole batch right
 after generating. When each generated batch trains exactly one optimizer step (``num_iterations`` 1, generation
 aligned with gradient accumulation), the weights do not move between that pass and the loss, so the old
-log-probs are the loss pass's own, detached. ``correct_in_loss`` makes TRL skip its pass and computes the same
-ratio inside the loss with TRL's formula (per token or per sequence, truncated or masked at its bounds), and logs
+log-probs are the loss pass's own, detached. Where ``applies``, the trainer (``grpo_trainer.py``) makes TRL
+skip its pass and computes the same ratio inside the loss (``ratio_and_metrics``) with TRL's formula (per token or per sequence, truncated or masked at its bounds), and logs
 the figures TRL logs (``sampling/importance_sampling_ratio/*``, ``sampling/sampling_logp_difference/*``).
 Measured on SmolLM2-135M: TRL's pass was 4.8 s of a 23 s GRPO step (docs/benchmarks.md).
-
-    correct_in_loss(trainer)     # a TRL GRPOTrainer on vLLM rollouts with the correction on; no-op otherwise
 """
 
 from __future__ import annotations
@@ -19,9 +17,7 @@ from typing import Any
 
 import torch
 
-from ..runtime.trl_patches import replace_method
-
-__all__ = ["applies", "correct_in_loss", "importance_ratio"]
+__all__ = ["applies", "importance_ratio", "ratio_and_metrics"]
 
 _SEQUENCE_MODES = ("sequence_mask", "sequence_truncate")
 
@@ -48,43 +44,8 @@ def importance_ratio(trainer_logps: torch.Tensor, sampling_logps: torch.Tensor, 
     return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
 
 
-def correct_in_loss(trainer: Any) -> None:
-    """Give ``trainer`` (a TRL GRPOTrainer) the correction in its loss pass, where ``applies``."""
-    if not applies(trainer):
-        return
-    generate, compute = trainer._generate_and_score_completions, trainer._compute_loss
-
-    def generate_without_old_logps(self: Any, inputs: Any) -> Any:
-        self.vllm_importance_sampling_correction = False  # TRL then skips its no-grad pass (steps are aligned)
-        try:
-            return generate(inputs)
-        finally:
-            self.vllm_importance_sampling_correction = True
-
-    def compute_with_ratio(self: Any, model: Any, inputs: dict) -> Any:
-        logps = self._get_per_token_logps_and_entropies  # the one installed now (shared_prompt.py's, say)
-        installed = self.__dict__.get("_get_per_token_logps_and_entropies")
-
-        def logps_and_ratio(*args: Any, **kwargs: Any) -> Any:
-            result = logps(*args, **kwargs)
-            if torch.is_grad_enabled() and "importance_sampling_ratio" not in inputs:
-                inputs["importance_sampling_ratio"] = _ratio_and_metrics(self, result[0].detach(), inputs)
-            return result
-
-        self._get_per_token_logps_and_entropies = logps_and_ratio
-        try:
-            return compute(model, inputs)
-        finally:
-            if installed is None:
-                del self._get_per_token_logps_and_entropies  # the class's method again
-            else:
-                self._get_per_token_logps_and_entropies = installed
-
-    replace_method(trainer, "_generate_and_score_completions", generate_without_old_logps)
-    replace_method(trainer, "_compute_loss", compute_with_ratio)
-
-
-def _ratio_and_metrics(trainer: Any, trainer_logps: torch.Tensor, inputs: dict) -> torch.Tensor:
+def ratio_and_metrics(trainer: Any, trainer_logps: torch.Tensor, inputs: dict) -> torch.Tensor:
+    """The ratio of a training batch ``inputs`` from the loss pass's own log-probs (detached), and TRL's figures."""
     mask = inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
     sampling = inputs["sampling_per_token_logps"]
     mode = trainer.vllm_importance_sampling_mode

@@ -15,8 +15,8 @@ chooses among its own. Every step logs ``groups/trained_signal``: the share of t
 carry signal (``groups/signal`` is over every group it generated).
 
 With ``grpo_training.curriculum`` every prompt of a step, the sampler's share and the extra ones alike, is drawn
-by the curriculum (``curriculum.py``) instead, and each step's groups tell it how they went; this is where it is
-installed, with or without oversampling.
+by the curriculum (``curriculum.py``) instead, and each step's groups tell it how they went. The trainer's
+``draw_prompts`` and ``choose_groups`` (``grpo_trainer.py``) use the functions here.
 
     >>> import torch
     >>> chosen_groups(torch.tensor([0., 0., 1., -1., 0., 0., .5, -.5]), group=2, wanted=2)
@@ -25,20 +25,13 @@ installed, with or without oversampling.
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import TrainerCallback
 
-from ..runtime.trl_patches import replace_method
 from .advantages import teaching_groups
-from .curriculum import STATE_FILE, Curriculum
 
-__all__ = ["chosen_groups", "extra_indices", "install", "kept_rows"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["chosen_groups", "extra_indices", "kept_rows"]
 
 
 def chosen_groups(advantages: torch.Tensor, group: int, wanted: int) -> list[int]:
@@ -73,67 +66,3 @@ def kept_rows(output: dict[str, Any], rows: list[int], accelerator: Any) -> dict
     mask = kept["completion_mask"] if kept.get("tool_mask") is None else kept["completion_mask"] * kept["tool_mask"]
     kept["num_items_in_batch"] = accelerator.gather(mask.sum()).sum()
     return kept
-
-
-def install(trainer: Any, factor: int, seed: int, curriculum: Curriculum | None = None) -> None:
-    """Generate ``factor`` times the prompts of each training step and keep the groups that teach (module
-    docstring); with a ``curriculum``, every prompt of the step is its draw (``curriculum.py``) instead of the
-    sampler's and the permutation's. Installed after ``advantages.install`` (with ``expose_correct`` when there is
-    a curriculum): the choice reads the advantages the run uses."""
-    generate = trainer._generate_and_score_completions
-    if curriculum is not None:
-        trainer.add_callback(CurriculumCheckpoint(curriculum))
-
-    def generate_and_choose(self: Any, inputs: Any) -> Any:
-        if not self.model.training:
-            return generate(inputs)
-        group = self.num_generations
-        prompts = len(inputs) // group
-        dataset = self.train_dataset
-        if curriculum is None:
-            extra = extra_indices(len(dataset), seed + 1, self.state.global_step, self.accelerator.process_index,
-                                  self.accelerator.num_processes, prompts * (factor - 1))  # fmt: skip
-            rows = list(inputs) + [dict(dataset[index]) for index in extra for _ in range(group)]
-            output = generate(rows)
-        else:
-            output = _generate_drawn(self, generate, curriculum, prompts * factor)
-        if factor == 1:
-            return output
-        chosen = chosen_groups(output["advantages"], group, prompts)
-        kept = kept_rows(output, [g * group + i for g in chosen for i in range(group)], self.accelerator)
-        trained = self.accelerator.gather(teaching_groups(kept["advantages"], group).float()).mean().item()
-        self._metrics["train"]["groups/trained_signal"].append(trained)
-        return kept
-
-    replace_method(trainer, "_generate_and_score_completions", generate_and_choose)
-
-
-def _generate_drawn(trainer: Any, generate: Any, curriculum: Curriculum, count: int) -> dict[str, Any]:
-    """Generate and score ``count`` problems of this process drawn by the curriculum, and tell it how every
-    process's groups went. Each process draws the whole step from the same state and takes its own slice."""
-    if curriculum.draws == 0 and trainer.state.global_step > 0:  # resumed: the state its checkpoint saved
-        folder = Path(trainer.args.output_dir) / f"checkpoint-{trainer.state.global_step}"
-        if not curriculum.load(folder):
-            logger.warning("GRPO curriculum: %s has no %s; its estimates start again", folder, STATE_FILE)
-    group, process = trainer.num_generations, trainer.accelerator.process_index
-    everyone = curriculum.draw(count * trainer.accelerator.num_processes)
-    mine = everyone[process * count : (process + 1) * count]
-    output = generate([dict(trainer.train_dataset[index]) for index in mine for _ in range(group)])
-    correct = trainer.accelerator.gather(output.pop("correct")).view(-1, group).tolist()
-    levels = [curriculum.names[index] for index in everyone]
-    curriculum.observe(levels, correct)
-    for name, value in curriculum.figures(levels).items():
-        trainer._metrics["train"][name].append(value)
-    return output
-
-
-class CurriculumCheckpoint(TrainerCallback):
-    """Saves the curriculum's state in each checkpoint folder (the main process), before it is marked complete."""
-
-    def __init__(self, curriculum: Curriculum) -> None:
-        self.curriculum = curriculum
-
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if state.is_world_process_zero and folder.is_dir():
-            self.curriculum.save(folder)

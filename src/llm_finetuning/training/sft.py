@@ -6,6 +6,7 @@ The loss covers the completion only (reasoning, tags and answer), not the prompt
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,28 @@ class SFTPhase(TrainingPhase):
 
         arguments = sft_arguments(self.config, self.output_dir, self.plan)
         args = SFTConfig(**{**arguments, **self.argument_overrides})
-        trainer = SFTTrainer(
+        return sft_trainer_class(SFTTrainer)(
             model=self.manager.model, args=args, train_dataset=self.train_dataset,
-            processing_class=self.manager.tokenizer,
+            processing_class=self.manager.tokenizer, share_prefix=self.plan.shares("sft"),
         )
-        if self.plan.shares("sft"):
-            shared_prompt.install_sft(trainer)
-        return trainer
+
+
+@functools.cache
+def sft_trainer_class(base: type) -> type:
+    """Our SFT trainer over ``base`` (``trl.SFTTrainer`` as the backend imports it): built with ``share_prefix=``."""
+    return type(f"Project{base.__name__}", (SharedPrefixLoss, base), {"__module__": __name__})
+
+
+class SharedPrefixLoss:
+    """SFT's loss pass with the batch's common prefix (the system prompt) computed once, where the plan says it is
+    exact (``shared_prompt.py``); mixed in before an ``SFTTrainer`` class."""
+
+    def __init__(self, *args: Any, share_prefix: bool, **kwargs: Any) -> None:
+        self.share_prefix = share_prefix
+        super().__init__(*args, **kwargs)
+
+    def compute_loss(self, model: Any, inputs: dict, return_outputs: bool = False,
+                     num_items_in_batch: Any = None) -> Any:  # fmt: skip
+        if self.share_prefix and set(inputs) <= shared_prompt.SFT_INPUTS:
+            model = shared_prompt.PrefixShared(model, self.accelerator)
+        return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)

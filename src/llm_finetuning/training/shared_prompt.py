@@ -21,24 +21,23 @@ sliding-window layers (one mask serves every layer), no mixture-of-experts route
 which tokens are in the batch).
 A call it cannot pack exactly (images, a prompt right-padded) goes to TRL's own pass.
 
-SFT (``install_sft``): every row of a batch begins with the same system prompt, so the whole batch is one group
-keyed on its common prefix (``common_prefix``, never past the first scored token): the prefix once, then each
-row's rest; TRL's loss and metrics read the outputs in the batch's own layout.
+SFT (``PrefixShared``, the model as SFT's loss pass calls it): every row of a batch begins with the same system
+prompt, so the whole batch is one group keyed on its common prefix (``common_prefix``, never past the first scored
+token): the prefix once, then each row's rest; TRL's loss and metrics read the outputs in the batch's own layout.
 
-    install(trainer)        # a TRL GRPOTrainer; every log-prob pass (loss, reference, old) then shares prompts
-    install_sft(trainer)    # a TRL SFTTrainer; its loss pass computes the common prefix once
+    log_probs(trainer, plain, model, input_ids, ...)  # GRPO's log-prob passes (grpo_trainer.py calls it)
+    PrefixShared(model, accelerator)                  # SFT's loss pass (sft.py's trainer uses it)
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ..runtime.trl_patches import replace_method
-
-__all__ = ["PackedGroups", "common_prefix", "install", "install_sft", "pack_groups",
+__all__ = ["SFT_INPUTS", "PackedGroups", "PrefixShared", "common_prefix", "log_probs", "pack_groups",
            "pack_prefix", "unpack"]
 
 _MULTIMODAL = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "num_tiles",
@@ -160,29 +159,25 @@ def _packable(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_
     return prompt_ends_real and not compute_aux_loss and all(extra.get(name) is None for name in _MULTIMODAL)
 
 
-def install(trainer: Any) -> None:
-    """Give ``trainer`` (a TRL GRPOTrainer) log-prob passes that compute each group's prompt once."""
-    plain = trainer._get_per_token_logps_and_entropies
-
-    def shared_logps(self: Any, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                     logits_to_keep: int, batch_size: int | None = None, compute_entropy: bool = False,
-                     compute_aux_loss: bool = False, **extra: Any) -> Any:  # fmt: skip
-        if not _packable(input_ids, attention_mask, logits_to_keep, compute_aux_loss, extra):
-            return plain(model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy,
-                         compute_aux_loss, **extra)  # fmt: skip
-        logps, entropies = [], []
-        for rows in _chunks(input_ids, attention_mask, logits_to_keep, batch_size or input_ids.size(0)):
-            packed = pack_groups(input_ids[rows], attention_mask[rows], logits_to_keep)
-            mask = _attention_mask(packed.attention_mask, model, self.accelerator)
-            with self.accelerator.autocast():
-                outputs = model(input_ids=packed.input_ids, attention_mask=mask, position_ids=packed.position_ids,
-                                shift_labels=packed.shift_labels, fused_lm_head=True)  # fmt: skip
-            logps.append((rows, unpack(outputs.log_probs, packed.source)))
-            if compute_entropy:
-                entropies.append((rows, unpack(outputs.entropy, packed.source)))
-        return _in_order(logps), _in_order(entropies), None
-
-    replace_method(trainer, "_get_per_token_logps_and_entropies", shared_logps)
+def log_probs(trainer: Any, plain: Callable[..., Any], model: Any, input_ids: torch.Tensor,
+              attention_mask: torch.Tensor, logits_to_keep: int, batch_size: int | None = None,
+              compute_entropy: bool = False, compute_aux_loss: bool = False, **extra: Any) -> Any:  # fmt: skip
+    """TRL's ``_get_per_token_logps_and_entropies`` (``plain``, its parameters) with each group's prompt computed
+    once; a call it cannot pack exactly goes to ``plain``."""
+    if not _packable(input_ids, attention_mask, logits_to_keep, compute_aux_loss, extra):
+        return plain(model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
+                     **extra)  # fmt: skip
+    logps, entropies = [], []
+    for rows in _chunks(input_ids, attention_mask, logits_to_keep, batch_size or input_ids.size(0)):
+        packed = pack_groups(input_ids[rows], attention_mask[rows], logits_to_keep)
+        mask = _attention_mask(packed.attention_mask, model, trainer.accelerator)
+        with trainer.accelerator.autocast():
+            outputs = model(input_ids=packed.input_ids, attention_mask=mask, position_ids=packed.position_ids,
+                            shift_labels=packed.shift_labels, fused_lm_head=True)  # fmt: skip
+        logps.append((rows, unpack(outputs.log_probs, packed.source)))
+        if compute_entropy:
+            entropies.append((rows, unpack(outputs.entropy, packed.source)))
+    return _in_order(logps), _in_order(entropies), None
 
 
 def _groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, width: int) -> list[list[int]]:
@@ -225,23 +220,10 @@ def _attention_mask(allowed: torch.Tensor, model: Any, accelerator: Any) -> torc
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
 
 
-_SFT_INPUTS = {"input_ids", "attention_mask", "labels", "use_cache", "fused_lm_head"}
+SFT_INPUTS = {"input_ids", "attention_mask", "labels", "use_cache", "fused_lm_head"}  # a batch PrefixShared packs
 
 
-def install_sft(trainer: Any) -> None:
-    """Give ``trainer`` (a TRL SFTTrainer) a loss pass that computes the batch's common prefix (the system prompt,
-    say) once and carries no padding; TRL's loss and metrics read the outputs in the batch's own layout."""
-    compute = trainer.compute_loss
-
-    def compute_loss(self: Any, model: Any, inputs: dict, return_outputs: bool = False,
-                     num_items_in_batch: Any = None) -> Any:  # fmt: skip
-        shared = _PrefixShared(model, self.accelerator) if set(inputs) <= _SFT_INPUTS else model
-        return compute(shared, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
-
-    replace_method(trainer, "compute_loss", compute_loss)
-
-
-class _PrefixShared:
+class PrefixShared:
     """The model as TRL's SFT loss calls it (``model(**inputs, fused_lm_head=True)``), packing the batch first."""
 
     def __init__(self, model: Any, accelerator: Any) -> None:

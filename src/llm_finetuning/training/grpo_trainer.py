@@ -1,0 +1,199 @@
+"""Our GRPO trainer: TRL's ``GRPOTrainer`` with the project's training step. The file to open first.
+
+``grpo_trainer_class(GRPOTrainer)`` is a subclass of the trainer class the backend imports (TRL's, or the one
+Unsloth compiles in its place) with the hooks below as its methods; ``GRPOPhase`` (``grpo.py``) builds it with
+the run's ``StepRecipe``. Nothing is patched on TRL's class or on the trainer object. One training step, in the
+order it runs (``_generate_and_score_completions``):
+
+1. **choose prompts** (``draw_prompts``): the sampler's prompts, and ``oversample - 1`` times as many more
+   (``oversample.extra_indices``); or every prompt drawn by the curriculum (``curriculum.py``).
+2. **generate** (TRL's generation; ``_generate_single_turn``): with guidance, worked solutions in the groups whose
+   answers are all wrong (``guidance.py``).
+3. **score** (TRL's rewards; ``_calculate_rewards``): and the grader's verdict on every completion.
+4. **advantages** (``assign_advantages``): the estimator ``grpo_training.advantages`` names, registered in
+   ``rewards/estimators.py``; the group figures of ``advantages.py``.
+5. **choose groups** (``choose_groups``): with oversampling, the groups that teach (``oversample.py``).
+6. **loss** (TRL's loss; ``_compute_loss``, ``_get_per_token_logps_and_entropies``): the importance-sampling
+   ratio computed in the loss pass instead of TRL's extra pass (``importance.py``); each group's prompt computed
+   once (``shared_prompt.py``).
+
+Evaluation batches (the model in eval mode) take steps 2 to 4 without guidance. The TRL internals overridden here
+are listed with their parameters in ``runtime/trl_patches.py``, and ``tests/test_trl_contracts.py`` holds them
+against the installed TRL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..rewards.estimators import ESTIMATORS, Scores
+from . import guidance, importance, shared_prompt
+from .advantages import group_figures, teaching_groups
+from .curriculum import Curriculum, CurriculumCheckpoint
+from .oversample import chosen_groups, extra_indices, kept_rows
+
+__all__ = ["GRPOStep", "StepRecipe", "grpo_trainer_class"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StepRecipe:
+    """What a step does beyond TRL's: the ``grpo_training`` choices and the run plan's, decided by ``GRPOPhase``."""
+
+    is_correct: Callable[[str, dict], bool]  # the grader's verdict on a completion of a row (evaluation's judge)
+    estimator: str = "gated"  # a name in rewards/estimators.ESTIMATORS
+    tie_weight: float = 0.0  # gated: how much the shaping rewards speak where correctness ties
+    oversample: int = 1  # prompts generated per prompt trained on
+    seed: int = 0  # the oversampled prompts' permutation is seeded with seed + 1
+    curriculum: Curriculum | None = None  # draws every prompt of a step when set
+    guided_completions: int = 0  # worked solutions put into each all-wrong group; 0: no guidance
+    shared_prompt: bool = False  # log-prob passes compute each group's prompt once
+    ratio_in_loss: bool = False  # TRL's loss (not Unsloth's): the importance ratio may come from the loss pass
+
+
+@functools.cache
+def grpo_trainer_class(base: type) -> type:
+    """Our trainer over ``base`` (``trl.GRPOTrainer`` as the backend imports it): built with ``recipe=``."""
+    return type(f"Project{base.__name__}", (GRPOStep, base), {"__module__": __name__, "__doc__": GRPOStep.__doc__})
+
+
+class GRPOStep:
+    """GRPO's step with the project's hooks (module docstring); mixed in before a ``GRPOTrainer`` class."""
+
+    def __init__(self, *args: Any, recipe: StepRecipe, **kwargs: Any) -> None:
+        self.recipe = recipe
+        self._rows: list[dict] = []  # the rows being generated for (guidance reads them)
+        self._scores: tuple[torch.Tensor, torch.Tensor] | None = None  # rewards, every process's verdicts
+        self._loss_inputs: dict | None = None  # the batch whose loss pass computes the importance ratio
+        super().__init__(*args, **kwargs)
+        self._ratio_in_loss = recipe.ratio_in_loss and importance.applies(self)
+        if recipe.curriculum is not None:
+            self.add_callback(CurriculumCheckpoint(recipe.curriculum))
+        if recipe.guided_completions:
+            guidance.log_available(self.train_dataset)
+
+    def _generate_and_score_completions(self, inputs: list[dict]) -> dict[str, Any]:
+        """One step's batch: prompts chosen, generated, scored, advantages assigned, groups chosen."""
+        if not self.model.training:
+            return self.scored(list(inputs))[0]
+        recipe, group = self.recipe, self.num_generations
+        prompts = len(inputs) // group
+        rows, levels = self.draw_prompts(list(inputs), prompts * recipe.oversample)
+        output, correct = self.scored(rows)
+        if recipe.curriculum is not None:
+            recipe.curriculum.observe(levels, correct.view(-1, group).tolist())
+            for name, value in recipe.curriculum.figures(levels).items():
+                self._metrics["train"][name].append(value)
+        return self.choose_groups(output, prompts) if recipe.oversample > 1 else output
+
+    # 1. choose prompts
+    def draw_prompts(self, inputs: list[dict], count: int) -> tuple[list[dict], list[str]]:
+        """This process's ``count`` prompts of the step, each repeated for its group, and (with a curriculum) the
+        level of every prompt drawn on every process."""
+        recipe, group, dataset = self.recipe, self.num_generations, self.train_dataset
+        process, processes = self.accelerator.process_index, self.accelerator.num_processes
+        if recipe.curriculum is not None:
+            curriculum = recipe.curriculum
+            curriculum.resume_from(self.args.output_dir, self.state.global_step)
+            everyone = curriculum.draw(count * processes)  # every process draws the same, then takes its slice
+            mine = everyone[process * count : (process + 1) * count]
+            return [dict(dataset[index]) for index in mine for _ in range(group)], [curriculum.names[i] for i in everyone]
+        extra = count - len(inputs) // group
+        if extra == 0:
+            return inputs, []
+        indices = extra_indices(len(dataset), recipe.seed + 1, self.state.global_step, process, processes, extra)
+        return inputs + [dict(dataset[index]) for index in indices for _ in range(group)], []
+
+    def scored(self, rows: list[dict]) -> tuple[dict[str, Any], torch.Tensor]:
+        """Steps 2 to 4 on ``rows``: TRL's generation and rewards, then our advantages; and every process's
+        verdicts (1 right, 0 wrong)."""
+        self._rows = rows
+        try:
+            with self._old_logps_from_loss():
+                output = super()._generate_and_score_completions(rows)
+        finally:
+            self._rows = []
+        return self.assign_advantages(output)
+
+    @contextlib.contextmanager
+    def _old_logps_from_loss(self) -> Iterator[None]:
+        """TRL skips its no-grad "old" log-prob pass where the loss pass computes the ratio (``importance.py``)."""
+        if not self._ratio_in_loss:
+            yield
+            return
+        self.vllm_importance_sampling_correction = False
+        try:
+            yield
+        finally:
+            self.vllm_importance_sampling_correction = True
+
+    # 2. generate
+    def _generate_single_turn(self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
+                              has_tool_images: bool = False) -> Any:  # fmt: skip
+        completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
+                                                                 num_generations, has_tool_images)  # fmt: skip
+        if not (self.recipe.guided_completions and self.model.training):
+            return completion_ids, logprobs
+        return guidance.guide_batch(self, completion_ids, logprobs, self._rows, num_generations)
+
+    # 3. score
+    def _calculate_rewards(self, inputs: list[dict], prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        verdicts = [float(self.recipe.is_correct(text, row)) for text, row in zip(texts, inputs, strict=True)]
+        self._scores = rewards, self.accelerator.gather(torch.tensor(verdicts, device=rewards.device))
+        return rewards
+
+    # 4. advantages
+    def assign_advantages(self, output: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor]:
+        """The estimator's advantages over every process's groups; this process keeps its slice."""
+        assert self._scores is not None, "TRL's generation did not call _calculate_rewards"
+        (rewards, correct), self._scores = self._scores, None
+        mode = "train" if self.model.training else "eval"
+        group = self.num_generations if mode == "train" else self.num_generations_eval
+        weights = self.reward_weights.to(rewards.device)
+        recipe = self.recipe
+        everyone = ESTIMATORS[recipe.estimator](Scores(rewards, weights, correct, group, self.scale_rewards,
+                                                       recipe.tie_weight))  # fmt: skip
+        size = len(output["advantages"])
+        mine = slice(self.accelerator.process_index * size, (self.accelerator.process_index + 1) * size)
+        output["advantages"] = everyone[mine].to(output["advantages"].dtype)
+        total = torch.nan_to_num(rewards * weights.unsqueeze(0)).sum(dim=1)
+        for name, value in group_figures(correct, total, everyone, group).items():
+            self._metrics[mode][name].append(value)
+        return output, correct
+
+    # 5. choose groups
+    def choose_groups(self, output: dict[str, Any], prompts: int) -> dict[str, Any]:
+        """The ``prompts`` groups the step trains on: those that teach first (``oversample.py``)."""
+        group = self.num_generations
+        chosen = chosen_groups(output["advantages"], group, prompts)
+        kept = kept_rows(output, [g * group + i for g in chosen for i in range(group)], self.accelerator)
+        trained = self.accelerator.gather(teaching_groups(kept["advantages"], group).float()).mean().item()
+        self._metrics["train"]["groups/trained_signal"].append(trained)
+        return kept
+
+    # 6. loss
+    def _compute_loss(self, model: Any, inputs: dict) -> Any:
+        self._loss_inputs = inputs if self._ratio_in_loss else None
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._loss_inputs = None
+
+    def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any) -> Any:
+        plain = super()._get_per_token_logps_and_entropies
+        result = shared_prompt.log_probs(self, plain, *args, **kwargs) if self.recipe.shared_prompt \
+            else plain(*args, **kwargs)  # fmt: skip
+        inputs = self._loss_inputs
+        if inputs is not None and torch.is_grad_enabled() and "importance_sampling_ratio" not in inputs:
+            inputs["importance_sampling_ratio"] = importance.ratio_and_metrics(self, result[0].detach(), inputs)
+        return result
