@@ -23,7 +23,13 @@ def _resolve(path: str):
 
 
 def test_the_installed_trl_is_the_one_the_replacements_were_written_for():
-    assert trl.__version__.startswith(WRITTEN_FOR + "."), (trl.__version__, WRITTEN_FOR)
+    assert trl.__version__.rpartition(".")[0] in WRITTEN_FOR, (trl.__version__, WRITTEN_FOR)
+
+
+def test_pyproject_allows_exactly_the_trl_versions_the_overrides_are_tested_against():
+    text = (SRC.parents[1] / "pyproject.toml").read_text()
+    newest = WRITTEN_FOR[-1].split(".")
+    assert f'"trl>={WRITTEN_FOR[0]},<{newest[0]}.{int(newest[1]) + 1}"' in text
 
 
 @pytest.mark.parametrize(("owner", "method"), [(owner, method) for owner, methods in OBJECT_METHODS.items()

@@ -30,7 +30,9 @@ from typing import Any
 
 __all__ = ["MODULE_ATTRIBUTES", "OBJECT_METHODS", "WRITTEN_FOR", "replace_method"]
 
-WRITTEN_FOR = "1.15"  # the TRL minor version (uv.lock) every replacement below was written and tested against
+# the TRL minor versions every override and replacement below is tested against: 1.15 (uv.lock, every lane) and
+# 1.16 (CI's newest-versions lane); pyproject.toml allows exactly these
+WRITTEN_FOR = ("1.15", "1.16")
 
 # class (TRL's import path) -> method -> TRL's parameters (without self) that the override or replacement takes
 OBJECT_METHODS: dict[str, dict[str, tuple[str, ...]]] = {
