@@ -163,6 +163,7 @@ class Run:
         self.config, self.recorder, self.session = config, recorder, session
         self.trackers = trackers or Trackers({})
         self.reward_funcs, self.reward_weights = build_rewards(config.rewards, config.prompt)
+        self.judge = CompletionJudge(config.prompt, self.reward_funcs, self.reward_weights)  # every verdict of the run
         check_trainer_settings(config, session.plan)  # before minutes of loading, not after SFT
         self.grpo_data: GRPOData | None = None
         self.evaluator: Evaluator | None = None
@@ -258,11 +259,11 @@ class Run:
         if validation is None or len(validation) == 0:
             logger.warning("no validation split (train_validation_split = 1.0): evaluations are skipped")
             return
-        judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
         self.evaluator = Evaluator.from_config(
-            self.config, validation, judge, self.grpo_data.max_completion_length
+            self.config, validation, self.judge, self.grpo_data.max_completion_length
         )
-        self.selector = Evaluator.for_selection(self.config, validation, judge, self.grpo_data.max_completion_length)
+        self.selector = Evaluator.for_selection(self.config, validation, self.judge,
+                                                self.grpo_data.max_completion_length)  # fmt: skip
         _, reason = self.session.open_engine(trains=True)  # evaluation shares TRL's engine where GRPO has one
         self.recorder.set(engine=self.engine.name, engine_reason=reason)
 
@@ -364,9 +365,8 @@ class Run:
         from .training.expert_iteration import PHASE as ITERATION
         from .training.expert_iteration import ExpertIteration
 
-        judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
         engine = self.engine or self.session.open_engine(trains=True)[0]  # none yet when evaluation is off
-        phase = ExpertIteration(self.config, self.plan, self.manager, engine, self.grpo_data.train, judge,
+        phase = ExpertIteration(self.config, self.plan, self.manager, engine, self.grpo_data.train, self.judge,
                                 self.grpo_data.max_completion_length, self.recorder.metrics, self.save)  # fmt: skip
         result = phase.run(self.recorder.state, release_engine=self.engines.release_own)
         self.recorder.record_phase(ITERATION, result)
@@ -391,7 +391,7 @@ class Run:
 
         phase = GRPOPhase(
             self.config, self.plan, self.manager, self.engines, self.grpo_data, self.reward_funcs, self.reward_weights,
-            self.recorder.metrics,
+            self.recorder.metrics, judge=self.judge,
             evaluate=lambda model, step: self.evaluate(f"grpo_step_{step}", step, model=model, during_grpo=True),
             before_training=before_training,
         )  # fmt: skip
@@ -438,8 +438,7 @@ class Run:
         from .training.difficulty import keep_within_band
 
         def scorer(problems: Any, samples: int) -> Evaluator:
-            judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
-            return Evaluator.from_config(self.config, problems, judge, self.grpo_data.max_completion_length,
+            return Evaluator.from_config(self.config, problems, self.judge, self.grpo_data.max_completion_length,
                                          limit=len(problems), sampled_k=samples, rollouts=True)  # fmt: skip
 
         folder = Path(self.config.output_dir) / "grpo"

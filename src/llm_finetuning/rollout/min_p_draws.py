@@ -9,7 +9,8 @@ likeliest), so ``draw_within_min_p`` finds them in logit space (``logit >= max +
 exponential noise: the same distribution as vLLM's ``argmax(p / noise)``). The tokens come from the same
 distribution; the draws differ from vLLM's, since noise is drawn for the kept tokens only.
 
-``use_min_p_draws`` puts it into vLLM's ``Sampler.sample`` in this process, for the batches it fits exactly:
+``use_min_p_draws(llm)`` puts it into that engine's sampler (a subclass of vLLM's ``Sampler`` for the one sampler
+object; vLLM's class is left alone), for the batches it fits exactly:
 every request sampled with ``min_p`` and nothing else that filters (no top-k/top-p, no other
 argmax-invariant processor, no per-request seed), and none asking for log-probs. Every other batch (GRPO's
 rollouts, which ask for log-probs and sample without ``min_p``; greedy decoding) goes through vLLM's own code.
@@ -48,29 +49,35 @@ def draw_within_min_p(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor
     return tokens
 
 
-def use_min_p_draws() -> None:
-    """Route vLLM's sampler (CPU build, this process) through ``draw_within_min_p`` where a batch fits it. Once."""
-    try:
-        from vllm.platforms import current_platform
-        from vllm.v1.sample.logits_processor.builtin import MinPLogitsProcessor
-        from vllm.v1.sample.sampler import Sampler
-    except ImportError:  # no vLLM in this environment: no sampler of its to route
-        return
+def use_min_p_draws(llm: Any) -> None:
+    """Route the sampler of ``llm`` (a ``vllm.LLM`` of the CPU build, its engine in this process) through
+    ``draw_within_min_p`` where a batch fits it: the one sampler object becomes a ``MinPDrawingSampler``, vLLM's
+    class untouched (another engine keeps vLLM's own)."""
+    from vllm.platforms import current_platform
 
-    if not current_platform.is_cpu() or getattr(Sampler.sample, "draws_within_min_p", False):
-        return
-    vllm_sample = Sampler.sample
+    if current_platform.is_cpu():
+        llm.collective_rpc(_draw_within_min_p_on)
 
-    @functools.wraps(vllm_sample)
+
+def _draw_within_min_p_on(worker: Any) -> None:
+    """On the engine's worker (called by ``collective_rpc``): its model runner's sampler draws under min_p here."""
+    sampler = worker.model_runner.sampler
+    sampler.__class__ = _min_p_drawing(type(sampler))  # same object and state, one more method: ``sample``
+
+
+@functools.cache
+def _min_p_drawing(sampler_class: type) -> type:
+    """vLLM's ``Sampler`` class with ``sample`` drawing among min_p's tokens where ``_min_p_alone`` allows."""
+    from vllm.v1.sample.logits_processor.builtin import MinPLogitsProcessor
+
     def sample(self: Any, logits: torch.Tensor, metadata: Any, logprobs_mode_override: Any = None) -> Any:
         min_p = _min_p_alone(self, logits, metadata, MinPLogitsProcessor)
         if min_p is None:
-            return vllm_sample(self, logits, metadata, logprobs_mode_override)
+            return sampler_class.sample(self, logits, metadata, logprobs_mode_override)
         logits = self.apply_temperature(logits, metadata.temperature, True)
         return draw_within_min_p(logits, min_p), None  # no processed log-probs: no request asked for them
 
-    sample.draws_within_min_p = True
-    Sampler.sample = sample
+    return type(f"MinPDrawing{sampler_class.__name__}", (sampler_class,), {"sample": sample, "__module__": __name__})
 
 
 def _min_p_alone(sampler: Any, logits: torch.Tensor, metadata: Any, min_p_class: type) -> torch.Tensor | None:

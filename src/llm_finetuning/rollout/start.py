@@ -73,10 +73,10 @@ def start_engine(config: PipelineConfig, model_path: str, cuda: bool) -> Any:
 
     if not cuda:
         check_cpu_head_size(model_path)
-        use_min_p_draws()  # evaluation's min_p samples drawn among the kept tokens (vLLM's CPU sampler)
     started = time.perf_counter()
     with single_process_launch(), preserved_process_state(), stdout_with_a_descriptor(), native_output_to_log():
         llm = LLM(**engine_arguments(config, model_path))
+    use_min_p_draws(llm)  # evaluation's min_p samples drawn among the kept tokens (vLLM's CPU build only)
     logger.info("vLLM engine on %s started in %.1fs", model_path, time.perf_counter() - started)
     return llm
 

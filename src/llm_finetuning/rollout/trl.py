@@ -84,8 +84,9 @@ def _llm_with(llm_class: type, overrides: dict[str, Any], /, **arguments: Any) -
     seqs = max(arguments.get("max_num_seqs") or 0, EVALUATION_SEQS)
     arguments = {**arguments, **overrides, "max_num_seqs": seqs}
     cache = vllm_kv_cache_arguments(arguments["model"], arguments.get("max_model_len") or 0, arguments["dtype"])
-    use_min_p_draws()  # evaluation's min_p samples on this engine drawn among the kept tokens (CPU build only)
-    return llm_class(**arguments, **cache)
+    llm = llm_class(**arguments, **cache)
+    use_min_p_draws(llm)  # evaluation's min_p samples on this engine drawn among the kept tokens (CPU build only)
+    return llm
 
 
 def adopt(trainer: Any, owner: EngineOwner, process_group_existed: bool) -> None:

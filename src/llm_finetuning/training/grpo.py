@@ -48,6 +48,7 @@ class GRPOPhase(TrainingPhase):
         reward_funcs: list[Any],
         reward_weights: list[float],
         metrics: MetricsWriter | None,
+        judge: CompletionJudge | None = None,
         evaluate: Callable[[Any, int], None] | None = None,
         before_training: Callable[[], None] | None = None,
     ) -> None:
@@ -58,6 +59,7 @@ class GRPOPhase(TrainingPhase):
         self.config, self.plan, self.engines, self.data = config, plan, engines, data
         self.passed_through = tuple(config.grpo_training.trl)
         self.reward_funcs, self.reward_weights = reward_funcs, reward_weights
+        self.judge = judge or CompletionJudge(config.prompt, reward_funcs, reward_weights)  # the correctness gate's
         pairs = zip(reward_funcs, reward_weights, strict=True)  # the answer part of the reward, for the console
         self.answer_rewards = {f.__name__: weight for f, weight in pairs if getattr(f, "needs_answer", False)}
 
@@ -102,11 +104,10 @@ class GRPOPhase(TrainingPhase):
     def recipe(self) -> StepRecipe:
         """What the trainer's step does beyond TRL's (``grpo_trainer.py``), from the config and the plan."""
         section, plan = self.config.grpo_training, self.plan
-        judge = CompletionJudge(self.config.prompt, self.reward_funcs, self.reward_weights)
         curriculum = Curriculum.of(self.data.train, section.curriculum_window, self.config.seed) \
             if section.curriculum else None  # fmt: skip
         return StepRecipe(
-            is_correct=judge.is_correct, estimator=section.advantages, tie_weight=section.tie_weight,
+            is_correct=self.judge.is_correct, estimator=section.advantages, tie_weight=section.tie_weight,
             oversample=section.oversample, seed=self.config.seed, curriculum=curriculum,
             guided_completions=section.guided_completions if section.guidance else 0,
             shared_prompt=plan.shares("grpo"), ratio_in_loss=plan.trl_loss,
