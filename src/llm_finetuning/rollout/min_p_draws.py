@@ -53,8 +53,10 @@ def use_min_p_draws(llm: Any) -> None:
     """Route the sampler of ``llm`` (a ``vllm.LLM`` of the CPU build, its engine in this process) through
     ``draw_within_min_p`` where a batch fits it: the one sampler object becomes a ``MinPDrawingSampler``, vLLM's
     class untouched (another engine keeps vLLM's own)."""
-    from vllm.platforms import current_platform
-
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:  # no vLLM in this environment (a stand-in engine): no sampler of its to route
+        return
     if current_platform.is_cpu():
         llm.collective_rpc(_draw_within_min_p_on)
 
