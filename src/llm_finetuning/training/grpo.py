@@ -4,7 +4,8 @@ Rewards and weights come from the registry; sampling from ``vllm_sampling``; wha
 the run's plan (``RunPlan.rollouts``, the backend's choice: Unsloth's engine on the model, TRL's vLLM engine, or
 ``model.generate``). TRL's colocated engine on the hf backend is started with the log-prob mode the
 importance-sampling rule chose and handed to the run's ``EngineOwner`` (``rollout/trl.py``), so evaluations
-share it. Where exact, the log-prob passes compute each group's prompt once (``shared_prompt.py``). Evaluation
+share it. The trainer is ours (``grpo_trainer.py``: what a step does beyond TRL's, hook by hook), given the
+run's ``StepRecipe`` by ``GRPOPhase.recipe``. Evaluation
 on the validation problems runs every ``eval_steps`` from a callback, greedy, with the same judge as the
 before/after evaluations. Checkpoints go to ``<output_dir>/grpo/``.
 """
