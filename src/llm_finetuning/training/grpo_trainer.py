@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +39,6 @@ from .curriculum import Curriculum, CurriculumCheckpoint
 from .oversample import chosen_groups, extra_indices, kept_rows
 
 __all__ = ["GRPOStep", "StepRecipe", "grpo_trainer_class"]
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
