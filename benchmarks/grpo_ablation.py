@@ -7,7 +7,7 @@
 Each ``--variant NAME[=SET;SET;...]`` is one run of ``run_training.py --skip-sft`` (a process of its own, so no
 engine or memory carries over) from a copy of ``--adapter``, with the config's settings plus the variant's
 ``--set`` overrides (and ``--common`` ones for every variant). Every run scores the same held-out problems after
-SFT (step 0), every ``grpo_training.eval_steps`` (greedy) and after GRPO (greedy and sampled). The table gives
+SFT (step 0), every ``evaluation.grpo_every_steps`` (greedy) and after GRPO (greedy and sampled). The table gives
 each figure with its standard error (binomial: ``sqrt(p (1 - p) / n)`` over problems for greedy, over
 completions for sampled), GRPO − SFT, and accuracy per difficulty setting (a reasoning-gym task's, e.g. the
 number of terms); ``--markdown`` writes it for docs/benchmarks.md. A variant whose run exists already (its

@@ -47,7 +47,7 @@ def setup(steps: int, output_dir: Path):
     config = PipelineConfig.from_yaml(
         ROOT / "configs" / "tiny.yaml",
         [f"output_dir={output_dir}", f"grpo_training.max_steps={steps}", f"grpo_training.save_steps={steps}",
-         "grpo_training.eval_strategy=no"],
+         "evaluation.grpo_every_steps=null"],
     )
     manager = ModelManager(config)
     _model, tokenizer = manager.load()

@@ -274,7 +274,7 @@ def grpo_trl_defaults(
 
     trl_compat.install(cuda=on_cuda())  # TRL's fused LM head needs it without a GPU; the arithmetic is the same
     model, tokenizer = trl_defaults_model(adapter)
-    grpo, sampling = config.grpo_training, config.vllm_sampling
+    grpo, sampling = config.grpo_training, config.rollout_sampling
     args = GRPOConfig(
         output_dir=str(output),
         max_steps=steps,
@@ -307,7 +307,7 @@ def grpo_ours(config, manager, data, rewards, steps: int, output: Path, split: S
     from llm_finetuning.session.plan import RunPlan
     from llm_finetuning.training.grpo import GRPOPhase
 
-    config = config.with_overrides([f"grpo_training.max_steps={steps}", "grpo_training.eval_strategy=no",
+    config = config.with_overrides([f"grpo_training.max_steps={steps}", "evaluation.grpo_every_steps=null",
                                     f"grpo_training.save_steps={steps}", f"output_dir={output}"])  # fmt: skip
     engines = EngineOwner(config)
     plan = RunPlan.resolve(config, manager.backend).with_model(config, manager.model)

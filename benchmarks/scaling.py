@@ -42,7 +42,7 @@ def run_setting(processes: int, threads: int | None, sft_steps: int, grpo_steps:
             f"output_dir={output_dir}", f"num_threads={threads or 'null'}", "evaluation.enabled=false",
             f"sft_training.max_steps={sft_steps}", f"sft_training.save_steps={sft_steps}",
             f"grpo_training.max_steps={grpo_steps}", f"grpo_training.save_steps={grpo_steps}",
-            "grpo_training.eval_strategy=no", f"grpo_training.per_device_train_batch_size={GRPO_BATCH}",
+            "evaluation.grpo_every_steps=null", f"grpo_training.per_device_train_batch_size={GRPO_BATCH}",
             f"sft_training.per_device_train_batch_size={SFT_BATCH}",
         ]
         script = [str(ROOT / "run_training.py"), "--config", str(ROOT / "configs" / "tiny.yaml"),

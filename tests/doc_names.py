@@ -217,6 +217,10 @@ def _config_field(span: str) -> object | None:
         if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
             return None
         hints = typing.get_type_hints(kind)
+        if name not in hints and hasattr(kind, "TRL_CLASS"):  # a section that holds TRL's fields by name
+            from llm_finetuning.config.trl_fields import trl_defaults
+
+            return typing.Any if name in trl_defaults(kind.TRL_CLASS) else None
         if name not in hints:
             return None
         kind = _unwrap_optional(hints[name])

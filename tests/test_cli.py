@@ -67,7 +67,7 @@ def test_script_has_no_traceback_on_bad_config():
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert "sft_training.learnin_rate: unknown key; did you mean learning_rate?" in result.stderr
+    assert "sft_training.learnin_rate: unknown key, ours or TRL's SFTConfig's; did you mean learning_rate?" in result.stderr
 
 
 def test_resume_command_repeats_the_arguments():

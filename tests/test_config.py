@@ -1,5 +1,6 @@
 """Config loading: defaults, YAML, overrides, and one clear error per kind of mistake."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ def test_defaults_follow_the_seed():
     assert config.model.model_name == "unsloth/Qwen3-4B-Base"
     assert [r.name for r in config.rewards.rewards] == [
         "match_format_exactly", "match_format_approximately", "check_answer", "check_numbers"]
-    assert config.grpo_training.eval_steps == 20
+    assert config.evaluation.grpo_every_steps == 20
     assert config.grpo_training.train_validation_split == 0.9
     assert config.grpo_training.save_path == "grpo_saved_lora"
 
@@ -42,14 +43,40 @@ def test_overrides_parse_yaml_scalars():
     assert config.prompt.solution_start == "<ANS>"
 
 
-def test_a_bare_no_reaches_a_choice_field_as_the_word(tmp_path):
-    # YAML 1.1 reads `eval_strategy: no` as False; the field's choices include the word "no"
-    config = PipelineConfig.from_dict({"grpo_training": {"eval_strategy": False}})
-    assert config.grpo_training.eval_strategy == "no"
-    assert PipelineConfig.from_yaml(CONFIGS / "tiny.yaml", ["grpo_training.eval_strategy=no"]).grpo_training.eval_strategy == "no"
-    path = tmp_path / "c.yaml"
-    path.write_text("grpo_training:\n  eval_strategy: no\n")
-    assert PipelineConfig.from_yaml(path).grpo_training.eval_strategy == "no"
+def test_a_config_of_the_earlier_layout_loads_with_one_line_naming_what_moved(tmp_path, caplog):
+    path = tmp_path / "c.yaml"  # a bare `no` is YAML 1.1's false: read as the word it was
+    path.write_text("grpo_training:\n  eval_strategy: no\n  eval_steps: 7\n  trl: {top_entropy_quantile: 0.2}\n"
+                    "vllm_sampling:\n  min_p: 0.0\n  temperature: 0.9\n")
+    with caplog.at_level("WARNING", logger="llm_finetuning.config.migrate"):
+        config = PipelineConfig.from_yaml(path)
+    assert config.evaluation.grpo_every_steps is None  # eval_strategy: no wins over eval_steps
+    assert config.rollout_sampling.min_p == 0.0 and config.grpo_training.temperature == 0.9
+    assert config.grpo_training.top_entropy_quantile == 0.2
+    (record,) = caplog.records
+    assert "vllm_sampling.min_p -> grpo_training.min_p" in record.message and "\n" not in record.message
+    assert "grpo_training.trl.top_entropy_quantile -> grpo_training.top_entropy_quantile" in record.message
+    steps = PipelineConfig.from_dict({"grpo_training": {"eval_steps": 7}})
+    assert steps.evaluation.grpo_every_steps == 7
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="llm_finetuning.config.migrate"):
+        PipelineConfig.from_yaml(CONFIGS / "tiny.yaml")
+    assert not caplog.records  # the shipped configs are in today's layout
+
+
+def test_a_trl_field_keeps_trls_default_unless_ours_says_why():
+    from trl import GRPOConfig, SFTConfig
+
+    from llm_finetuning.config.trl_fields import GRPO_DEFAULTS, SFT_DEFAULTS
+
+    config = PipelineConfig()
+    for section, trl_class, ours in ((config.sft_training, SFTConfig, SFT_DEFAULTS),
+                                     (config.grpo_training, GRPOConfig, GRPO_DEFAULTS)):  # fmt: skip
+        for field in dataclasses.fields(trl_class):
+            if field.name in ours:
+                assert ours[field.name].value != field.default and ours[field.name].why  # no copy of TRL's
+            elif field.default is not dataclasses.MISSING:
+                assert getattr(section, field.name) == field.default, field.name
+    assert config.grpo_training.loss_type == GRPOConfig.loss_type and config.grpo_training.beta == 0.0
 
 
 def test_round_trip_through_yaml(tmp_path):
@@ -61,9 +88,12 @@ def test_round_trip_through_yaml(tmp_path):
 
 BAD = [
     ({"grpo_training": {"num_generation": 4}},
-     "grpo_training.num_generation: unknown key; did you mean num_generations?"),
+     "grpo_training.num_generation: unknown key, ours or TRL's GRPOConfig's; did you mean num_generations?"),
+    ({"grpo_training": {"curriculm": True}},
+     "grpo_training.curriculm: unknown key, ours or TRL's GRPOConfig's; did you mean curriculum?"),
+    ({"grpo_training": {"loss_type": "dapo", "beta": "high"}}, "grpo_training.beta: expected float (TRL's type)"),
     ({"modle": {}}, "modle: unknown key; did you mean model?"),
-    ({"grpo_training": {"max_steps": "ten"}}, "grpo_training.max_steps: expected int, got 'ten' (str)"),
+    ({"grpo_training": {"max_steps": "ten"}}, "grpo_training.max_steps: expected int (TRL's type), got 'ten' (str)"),
     ({"model": {"load_in_4bit": "yes"}}, "model.load_in_4bit: expected bool, got 'yes' (str)"),
     ({"grpo_training": {"loss_type": "gspo"}}, "grpo_training.loss_type: expected one of"),
     ({"grpo_training": {"num_generations": 1, "gradient_accumulation_steps": 1}},
@@ -173,7 +203,11 @@ def _leaves(raw: dict, prefix: str = "") -> dict:
 def test_a_config_that_omits_a_field_trains_with_the_documented_recipes_value():
     """A YAML that leaves out ``lora`` (or any field the recipe sets) must train what the README describes."""
     recipe = _leaves(PipelineConfig.from_yaml(CONFIGS / "default_config.yaml").to_dict())
-    defaults = _leaves(PipelineConfig().to_dict())
+    config = PipelineConfig()
+    defaults = _leaves(config.to_dict())
+    for key in recipe.keys() - defaults.keys():  # a TRL field the recipe writes out: TRL's default by default
+        section, _, name = key.partition(".")
+        defaults[key] = getattr(getattr(config, section), name)
     differ = {key for key in recipe if recipe[key] != defaults.get(key)}
     assert differ == set(RECIPE_ONLY)
     assert (defaults["model.lora.rank"], defaults["model.lora.alpha"]) == (32, 64)

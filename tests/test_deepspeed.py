@@ -31,7 +31,7 @@ ON_CPU = ["--num_processes", "2", "--mixed_precision", "no", "--main_process_por
 SCHEDULE = [  # the demo's model, shortened; enough SFT that completions have a format to compare
     "sft_training.max_steps=60", "sft_training.learning_rate=3e-3", "sft_training.save_steps=30",
     "sft_training.logging_steps=20", "data.synthetic.num_train=1000",
-    "grpo_training.max_steps=4", "grpo_training.save_steps=2", "grpo_training.eval_steps=2",
+    "grpo_training.max_steps=4", "grpo_training.save_steps=2", "evaluation.grpo_every_steps=2",
     "grpo_training.per_device_train_batch_size=8", "grpo_training.num_generations=4",
     "grpo_training.max_completion_length=20",
     "evaluation.num_samples=24", "evaluation.sampled_k=2", "evaluation.batch_size=5",  # uneven shares: lockstep

@@ -32,7 +32,7 @@ CHAINS, KILLS_PER_CHAIN = 8, 6  # 48 kill points drawn; the suite requires at le
 SCHEDULE = [
     *SMALL_MODEL, *SIMPLE_SUMS,
     "sft_training.max_steps=12", "sft_training.save_steps=4", "sft_training.logging_steps=4",
-    "grpo_training.max_steps=6", "grpo_training.save_steps=2", "grpo_training.eval_steps=3",
+    "grpo_training.max_steps=6", "grpo_training.save_steps=2", "evaluation.grpo_every_steps=3",
     "grpo_training.per_device_train_batch_size=8", "grpo_training.num_generations=4",
     "grpo_training.max_completion_length=16", "grpo_training.logging_steps=1",
     "evaluation.num_samples=8", "evaluation.sampled_k=1", "evaluation.batch_size=8", "data.synthetic.num_eval=8",

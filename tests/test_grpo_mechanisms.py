@@ -34,14 +34,14 @@ def test_the_difficulty_band_is_checked_when_the_config_is_built(tiny_config):
 
 
 def test_evaluation_samples_as_its_own_settings_say_and_rollouts_as_grpo_does(tiny_config):
-    config = tiny_config("vllm_sampling.min_p=0", "evaluation.sampling={temperature: 0.7, min_p: 0.1}")
+    config = tiny_config("grpo_training.min_p=0", "evaluation.sampling={temperature: 0.7, min_p: 0.1}")
     evaluation = SamplingSettings.from_config(config, num_samples=2, max_new_tokens=8, evaluation=True)
     rollouts = SamplingSettings.from_config(config, num_samples=2, max_new_tokens=8)
     assert (evaluation.temperature, evaluation.min_p) == (0.7, 0.1)
     assert (rollouts.temperature, rollouts.min_p) == (1.0, 0.0)
     plain = tiny_config()
     assert SamplingSettings.from_config(plain, num_samples=2, max_new_tokens=8, evaluation=True).min_p == \
-        plain.vllm_sampling.min_p  # null: as the rollouts
+        plain.rollout_sampling.min_p  # null: as the rollouts
 
 
 def test_keep_best_keeps_the_first_best_and_falls_back_to_the_start(tmp_path):
@@ -84,7 +84,7 @@ def test_training_warnings_name_phantom_advantages_and_shrinking_completions(cap
 def test_debug_hints_name_phantom_advantages_all_wrong_groups_and_truncated_sampling():
     overall = {"distinct": 0.9, "tags": {}, "zero_std_groups": 0.1, "truncation_rate": 0.0, "correct": 0.1,
                "all_wrong_groups": 0.6, "phantom_groups": 0.5}  # fmt: skip
-    sampling = PipelineConfig().vllm_sampling  # the defaults: min_p 0.1
+    sampling = PipelineConfig().rollout_sampling  # the defaults: min_p 0.1
     context = HintContext(1.0, 8, 64, True, "sum", sampling_filters(sampling))
     found = {hint["id"] for hint in hints(overall, context)}
     assert {"phantom_advantages", "all_wrong_groups", "truncated_sampling"} <= found
@@ -116,7 +116,7 @@ def test_grpo_trains_on_the_problems_within_the_band_oversampled_and_a_resume_re
 def test_keep_best_chooses_on_problems_of_its_own_and_guidance_fills_all_wrong_groups(tmp_path, tiny_config):
     from llm_finetuning.pipeline import RunOptions, run
 
-    config = tiny_config(*SHORT_GRPO, "grpo_training.keep_best=true", "grpo_training.eval_steps=2",
+    config = tiny_config(*SHORT_GRPO, "grpo_training.keep_best=true", "evaluation.grpo_every_steps=2",
                          "evaluation.selection_samples=8", "grpo_training.learning_rate=0.05",
                          "grpo_training.guidance=true", "grpo_training.guided_completions=2")  # fmt: skip
     summary = run(config, RunOptions())

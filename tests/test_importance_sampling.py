@@ -22,8 +22,8 @@ from llm_finetuning.session.plan import RunPlan
 from llm_finetuning.training.arguments import check_trainer_settings, grpo_arguments
 
 DEFAULT = []  # min_p 0.1 at temperature 1
-NO_FILTER = ["vllm_sampling.min_p=0.0"]
-HOT = ["vllm_sampling.temperature=0.7"]  # min_p 0.1 at temperature 0.7
+NO_FILTER = ["grpo_training.min_p=0.0"]
+HOT = ["grpo_training.temperature=0.7"]  # min_p 0.1 at temperature 0.7
 
 
 def config(*overrides: str) -> PipelineConfig:
@@ -37,9 +37,9 @@ def config(*overrides: str) -> PipelineConfig:
         ("trl_colocate", DEFAULT, True, "raw_logprobs"),  # raw log-probs at temperature 1 are the trainer's
         ("trl_colocate", NO_FILTER, True, "processed_logprobs"),  # TRL's own choice is right without a filter
         ("trl_colocate", HOT, False, None),  # no vLLM mode reports the trainer's distribution here
-        ("trl_colocate", [*HOT, "vllm_sampling.min_p=0.0"], True, "processed_logprobs"),
-        ("trl_colocate", ["vllm_sampling.min_p=0.0", "vllm_sampling.top_k=20"], True, "raw_logprobs"),
-        ("trl_colocate", ["vllm_sampling.min_p=0.0", "vllm_sampling.top_p=0.9"], True, "raw_logprobs"),
+        ("trl_colocate", [*HOT, "grpo_training.min_p=0.0"], True, "processed_logprobs"),
+        ("trl_colocate", ["grpo_training.min_p=0.0", "grpo_training.top_k=20"], True, "raw_logprobs"),
+        ("trl_colocate", ["grpo_training.min_p=0.0", "grpo_training.top_p=0.9"], True, "raw_logprobs"),
         ("model_engine", DEFAULT, False, None),  # Unsloth's engine reports processed log-probs: its mode is its own
         ("model_engine", NO_FILTER, True, None),
         ("trl_server", DEFAULT, False, None),
@@ -69,7 +69,7 @@ def test_asking_for_the_correction_where_it_would_zero_every_completion_is_one_l
         importance_sampling(asked, ROLLOUTS[rollouts])
     message = str(info.value)
     assert message.startswith("grpo_training.vllm_importance_sampling_correction: true, but ")
-    assert "vllm_sampling.min_p: 0" in message and "\n" not in message
+    assert "grpo_training.min_p: 0" in message and "\n" not in message
 
 
 @pytest.fixture

@@ -110,7 +110,7 @@ def test_an_engine_kept_for_grpos_evaluations_counts_in_grpo_and_never_in_sft(en
     sft, grpo = estimate_memory(config, parse_size("80GiB")).phases
     assert "vllm engine" not in sft.parts
     assert grpo.parts.get("vllm engine", 0) == (int(0.3 * 80 * GIB) if counted else 0)
-    without_periodic = config.with_overrides(["grpo_training.eval_strategy=no"])
+    without_periodic = config.with_overrides(["evaluation.grpo_every_steps=null"])
     assert "vllm engine" not in estimate_memory(without_periodic, parse_size("80GiB")).phases[1].parts
 
 

@@ -36,7 +36,7 @@ FINAL_STEP = 16
 SCHEDULE = [  # the demo's model; enough SFT that completions have a format to compare
     "sft_training.max_steps=60", "sft_training.learning_rate=3e-3", "sft_training.save_steps=30",
     "sft_training.logging_steps=20", "data.synthetic.num_train=1000",
-    f"grpo_training.max_steps={FINAL_STEP}", "grpo_training.save_steps=2", "grpo_training.eval_steps=4",
+    f"grpo_training.max_steps={FINAL_STEP}", "grpo_training.save_steps=2", "evaluation.grpo_every_steps=4",
     "grpo_training.per_device_train_batch_size=8",  # x 2 processes = 16 completions: 4 prompts x 4
     "grpo_training.num_generations=4", "grpo_training.max_completion_length=20",
     "evaluation.num_samples=24", "evaluation.sampled_k=2", "evaluation.batch_size=5",  # 5 batches: uneven shares

@@ -178,7 +178,7 @@ def test_a_running_server_is_found():
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        wait_for_server(GRPOTrainingConfig(vllm_server_port=server.server_address[1], vllm_server_timeout=5))
+        wait_for_server(GRPOTrainingConfig.of(vllm_server_port=server.server_address[1], vllm_server_timeout=5))
     finally:
         server.shutdown()
 
@@ -189,7 +189,7 @@ def test_a_missing_server_stops_the_run_in_one_line_after_the_timeout():
         port = probe.getsockname()[1]
     started = time.monotonic()
     with pytest.raises(PipelineError) as caught:
-        wait_for_server(GRPOTrainingConfig(vllm_server_port=port, vllm_server_timeout=0.5), poll_seconds=0.1)
+        wait_for_server(GRPOTrainingConfig.of(vllm_server_port=port, vllm_server_timeout=0.5), poll_seconds=0.1)
     message = str(caught.value)
     assert f"no vLLM server answers at http://127.0.0.1:{port}/health after 0.5 s" in message
     assert "trl vllm-serve" in message and "\n" not in message

@@ -100,7 +100,7 @@ def test_debug_grpo_json_reports_diversity_tags_rewards_and_truncation(runs, cap
 
 def test_debug_grpo_flags_a_temperature_near_zero(runs, capsys):
     full, _ = runs
-    argv = ["--config", _config(full), "--num", "2", "--json", "--set", "vllm_sampling.temperature=0.01"]
+    argv = ["--config", _config(full), "--num", "2", "--json", "--set", "grpo_training.temperature=0.01"]
     assert debug_grpo.main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     hints = {hint["id"]: hint["message"] for hint in report["hints"]}
@@ -111,7 +111,7 @@ def test_debug_grpo_flags_a_temperature_near_zero(runs, capsys):
 def test_debug_grpo_prints_a_table_with_hints_by_default(runs, capsys):
     _, lora = runs
     argv = ["--config", _config(lora), "--prompt", "What is 3 + 4?", "--answer", "7", "--set",
-            "vllm_sampling.temperature=0.2"]  # fmt: skip
+            "grpo_training.temperature=0.2"]  # fmt: skip
     assert debug_grpo.main(argv) == 0
     out = capsys.readouterr().out
     assert "distinct" in out and "check_answer" in out and "hint: temperature 0.2 is too low" in out

@@ -40,7 +40,7 @@ def test_a_tensorboard_event_file_holds_every_evaluation_the_samples_and_the_tab
 
     config = tiny_config(*SIMPLE_SUMS, "sft_training.max_steps=20", "grpo_training.max_steps=2",
                          "grpo_training.per_device_train_batch_size=8", "grpo_training.num_generations=4",
-                         "grpo_training.max_completion_length=16", "grpo_training.eval_steps=1",
+                         "grpo_training.max_completion_length=16", "evaluation.grpo_every_steps=1",
                          "evaluation.num_samples=8", "evaluation.sampled_k=1", "data.synthetic.num_eval=8",
                          "report_to=tensorboard")  # fmt: skip
     summary = run(config, RunOptions())

@@ -12,7 +12,7 @@ from transformers import TrainerControl
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.model import get_backend
 from llm_finetuning.reporting.run_outputs import MetricsWriter, RunState
-from llm_finetuning.training.arguments import grpo_arguments, same_named_fields, sft_arguments
+from llm_finetuning.training.arguments import grpo_arguments, passed_on, sft_arguments
 from llm_finetuning.training.callbacks import GracefulStop, MetricsLogging, PeriodicEvaluation
 from llm_finetuning.training.checkpoints import MARKER, CheckpointMarker, latest_complete_checkpoint
 
@@ -109,8 +109,8 @@ def test_graceful_stop_requests_save_and_stop():
 
 def test_trl_arguments_follow_the_config_on_cpu(tmp_path):
     config = PipelineConfig.from_dict({"grpo_training": {"num_generations": 2, "loss_type": "dr_grpo",
-                                                         "importance_sampling_level": "sequence"},
-                                       "vllm_sampling": {"top_k": -1, "min_p": 0.1}})
+                                                         "importance_sampling_level": "sequence",
+                                                         "top_k": -1, "min_p": 0.1}})
     grpo = grpo_arguments(config, tmp_path, plan_for(config, "hf"), 64, [1.0, 2.0])
     assert grpo["loss_type"] == "dr_grpo" and grpo["importance_sampling_level"] == "sequence"
     assert grpo["top_k"] == 0 and grpo["min_p"] == 0.1 and grpo["max_completion_length"] == 64
@@ -139,17 +139,18 @@ def test_cpu_runs_fp32_with_checkpointing_as_configured_and_without_vllm(tmp_pat
     assert hf.rollouts(config.with_overrides(["grpo_training.use_vllm=true", "grpo_training.vllm_mode=server"])) == "trl_server"
 
 
-def test_every_same_named_config_field_reaches_trl_and_ours_stay_ours(tmp_path):
-    from trl import GRPOConfig, SFTConfig
-
-    config = PipelineConfig.from_dict({"grpo_training": {"epsilon_high": 0.28, "warmup_steps": 0.2},
+def test_every_trl_field_a_section_sets_reaches_trl_and_ours_stay_ours(tmp_path):
+    config = PipelineConfig.from_dict({"grpo_training": {"epsilon_high": 0.28, "warmup_steps": 0.2,
+                                                         "top_entropy_quantile": 0.2},
                                        "sft_training": {"max_grad_norm": 0.5, "lr_scheduler_type": "cosine"}})
-    grpo = same_named_fields(config.grpo_training, GRPOConfig)
-    assert grpo["warmup_steps"] == 0.2 and grpo["num_generations"] == 2 and grpo["loss_type"] == "dapo"
-    assert not {"train_validation_split", "save_path", "eval_strategy", "use_vllm", "epsilon_high"} & set(grpo)
-    sft = same_named_fields(config.sft_training, SFTConfig)
+    grpo = passed_on(config.grpo_training)
+    assert grpo["warmup_steps"] == 0.2 and grpo["num_generations"] == 2 and grpo["top_entropy_quantile"] == 0.2
+    assert "loss_type" not in grpo  # not set, and TRL's default is ours: TRL keeps it
+    assert not {"train_validation_split", "save_path", "use_vllm", "epsilon_high", "trl"} & set(grpo)
+    sft = passed_on(config.sft_training)
     assert sft["max_grad_norm"] == 0.5 and sft["lr_scheduler_type"] == "cosine"
-    assert grpo_arguments(config, tmp_path, plan_for(config, "hf"), 64, [1.0])["epsilon_high"] == 0.28
+    arguments = grpo_arguments(config, tmp_path, plan_for(config, "hf"), 64, [1.0])
+    assert arguments["epsilon_high"] == 0.28 and arguments["top_entropy_quantile"] == 0.2
 
 
 def test_trls_engine_on_the_hf_backend_gets_its_own_memory_share_and_the_model_length(tmp_path):

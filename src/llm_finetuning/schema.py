@@ -59,6 +59,8 @@ def build_dataclass(cls: type, raw: Any, path: str) -> Any:
         raise ConfigError(f"{path or 'config'}: expected a mapping of fields, got {raw!r}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    if hasattr(cls, "sort_keys"):  # a section that also holds a library's fields by name (config/trl_fields.py)
+        raw = cls.sort_keys(raw, set(fields), path)
     for key in raw:
         if key not in fields:
             raise ConfigError(f"{_join(path, str(key))}: unknown key{_suggestion(str(key), fields)}")
@@ -175,6 +177,8 @@ def merge_onto_defaults(defaults: Any, raw: Any) -> Any:
 
 def to_plain(obj: Any) -> Any:
     """Dataclasses to dicts, recursively (the inverse of build_dataclass)."""
+    if dataclasses.is_dataclass(obj) and hasattr(obj, "plain"):
+        return to_plain(obj.plain())
     if dataclasses.is_dataclass(obj):
         return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, list):

@@ -55,6 +55,9 @@ def _row(line: str) -> str:
 def _lines(section: Any, prefix: str) -> Iterator[str]:
     hints = typing.get_type_hints(type(section))
     for field in dataclasses.fields(section):
+        if field.name == "trl":  # TRL's fields the section sets: listed by their own names below
+            yield from _trl_lines(section, prefix)
+            continue
         value, name = getattr(section, field.name), prefix + field.name
         help_text = field.metadata.get("help", "")
         if dataclasses.is_dataclass(value):
@@ -64,6 +67,27 @@ def _lines(section: Any, prefix: str) -> Iterator[str]:
         yield f"{name}: {_type_name(hints[field.name])} = {value!r}" + (
             f"  # {help_text}" if help_text else ""
         )
+
+
+def _trl_lines(section: Any, prefix: str) -> Iterator[str]:
+    """The TRL fields a section sets (ours by default, or the config's), each with TRL's help; then a line for
+    every other field of TRL's class."""
+    from .trl_fields import trl_defaults, trl_help
+
+    trl_class = section.TRL_CLASS
+    defaults = trl_defaults(trl_class)
+    for name, value in section.trl_settings().items():
+        ours = section.OUR_DEFAULTS.get(name)
+        kind = type(value if value is not None else defaults[name]).__name__
+        why = f" [TRL's field; our default {ours.value!r}: {ours.why}]" if ours else " [TRL's field]"
+        yield f"{prefix}{name}: {kind} = {value!r}  # {_first_sentence(trl_help(trl_class, name))}{why}"
+    example = {"SFTConfig": "neftune_noise_alpha: 5", "GRPOConfig": "top_entropy_quantile: 0.2"}[trl_class]
+    yield f"{prefix}<any field of TRL's {trl_class}>: by its own name, with TRL's default and meaning  # e.g. {example}"
+
+
+def _first_sentence(text: str) -> str:
+    sentence = re.split(r"(?<=[a-z0-9)`])\. ", text, maxsplit=1)[0]
+    return sentence if sentence.endswith(".") or not sentence else f"{sentence}."
 
 
 def _type_name(annotation: Any) -> str:

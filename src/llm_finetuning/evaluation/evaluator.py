@@ -1,6 +1,6 @@
 """Evaluate a model on held-out problems: greedy for format and answer accuracy, k samples for avg@k.
 
-Used before SFT, after SFT (= GRPO step 0), every ``eval_steps`` during GRPO, and after GRPO, always on the
+Used before SFT, after SFT (= GRPO step 0), every ``evaluation.grpo_every_steps`` during GRPO, and after GRPO, always on the
 same problems so the numbers compare. Each evaluation shows one progress view (``reporting/progress.py``) and the greedy
 answers to the first ``evaluation.sample_answers`` problems (the same problems every time, taken from the
 completions the evaluation generates anyway), so a person sees what the model writes change. Generation

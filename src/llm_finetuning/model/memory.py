@@ -97,9 +97,9 @@ def _engine(config: PipelineConfig, backend: Backend) -> _Engine | None:
     (the run shuts an evaluation engine down after each evaluation outside GRPO, so SFT never holds one)."""
     if backend.engine_wanted_on_cuda(config):
         return _Engine(backend.engine_share_setting, backend.engine_holds_training_weights)
-    evaluation, grpo = config.evaluation, config.grpo_training
+    evaluation = config.evaluation
     evaluates_on_vllm = evaluation.engine != "hf" and backend.vllm_refusal(config.model) is None  # auto: vLLM on CUDA
-    if evaluation.enabled and grpo.eval_strategy == "steps" and evaluates_on_vllm:
+    if evaluation.enabled and evaluation.grpo_every_steps is not None and evaluates_on_vllm:
         return _Engine(OWN_ENGINE_SETTING, holds_training_weights=False)
     return None
 

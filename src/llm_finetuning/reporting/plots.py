@@ -1,7 +1,7 @@
 """Draw ``plots/training.png`` from ``metrics.jsonl``: one glance at whether the model got better.
 
 Panels: SFT loss; GRPO mean reward with each reward component; format and answer accuracy of the evaluations
-(before SFT, after SFT = GRPO step 0, every eval_steps, after GRPO); and the GRPO health signals users
+(before SFT, after SFT = GRPO step 0, every evaluation.grpo_every_steps, after GRPO); and the GRPO health signals users
 watch — the share of groups with zero reward variance (no learning signal), clipped completions, length.
 """
 

@@ -60,7 +60,7 @@ def importance_sampling(config: PipelineConfig, rollouts: RolloutKind) -> Import
     if not rollouts.uses_vllm:
         return ImportanceSampling(False, None, f"GRPO generates with {rollouts.engine}: no engine to correct for")
     filters = _filters(config)
-    temperature = config.vllm_sampling.temperature
+    temperature = config.rollout_sampling.temperature
     if not filters:
         mode = "processed_logprobs"
         reason = "vLLM's processed log-probs (temperature applied, no sampling filter) are the trainer's"
@@ -72,7 +72,7 @@ def importance_sampling(config: PipelineConfig, rollouts: RolloutKind) -> Import
         if asked:
             raise ConfigError(
                 f"grpo_training.vllm_importance_sampling_correction: true, but {why}, so every completion would "
-                "be weighted by about zero; set it to null (off here), or drop the filter (vllm_sampling.min_p: 0, "
+                "be weighted by about zero; set it to null (off here), or drop the filter (grpo_training.min_p: 0, "
                 "top_k: -1, top_p: 1.0)"
             )
         return ImportanceSampling(False, None, f"off: {why}")
@@ -84,7 +84,7 @@ def importance_sampling(config: PipelineConfig, rollouts: RolloutKind) -> Import
 
 def _filters(config: PipelineConfig) -> str:
     """The sampling filters that truncate the distribution, as a phrase ('' when none)."""
-    sampling = config.vllm_sampling
+    sampling = config.rollout_sampling
     named = [f"min_p {sampling.min_p:g}" if sampling.min_p > 0 else "",
              f"top_k {sampling.top_k}" if sampling.top_k > 0 else "",
              f"top_p {sampling.top_p:g}" if sampling.top_p < 1 else ""]  # fmt: skip

@@ -7,7 +7,7 @@ server's health endpoint (the one TRL's client asks) at the start of the run ins
 ``vllm_server_timeout`` seconds for a server that is still starting, and otherwise stops with one line that
 names the address and the command that starts a server. The run-book is in docs/gpu.md.
 
-    >>> server_url(GRPOTrainingConfig(vllm_server_host="10.0.0.5", vllm_server_port=8001))
+    >>> server_url(GRPOTrainingConfig.of(vllm_server_host="10.0.0.5", vllm_server_port=8001))
     'http://10.0.0.5:8001'
 """
 

@@ -1,11 +1,11 @@
 """What every generation engine agrees on: the sampling settings, the generation budget, and a completion.
 
-``SamplingSettings.from_config`` is the one place that turns the config's ``vllm_sampling`` section into
+``SamplingSettings.from_config`` is the one place that turns the config's sampling (GRPO's ``temperature``, ``top_p``, ``top_k``, ``min_p``) into
 settings (GRPO, sampled evaluation, ``debug_grpo.py`` and ``evaluate --k`` all sample alike), and
 ``generation_budget`` the one place that decides how many new tokens a completion may have.
 
     >>> from llm_finetuning.config import PipelineConfig
-    >>> config = PipelineConfig.from_dict({"vllm_sampling": {"temperature": 0.8}})
+    >>> config = PipelineConfig.from_dict({"grpo_training": {"temperature": 0.8}})
     >>> SamplingSettings.from_config(config, num_samples=4, max_new_tokens=64).temperature
     0.8
     >>> generation_budget(config.with_overrides(["evaluation.max_new_tokens=32"]))
@@ -57,9 +57,9 @@ class SamplingSettings:
         cls, config: PipelineConfig, *, num_samples: int, max_new_tokens: int, seed: int | None = None,
         evaluation: bool = False,
     ) -> SamplingSettings:
-        """Sampling as GRPO does it: the config's ``vllm_sampling`` settings, ``num_samples`` per prompt; with
+        """Sampling as GRPO does it: the config's ``rollout_sampling``, ``num_samples`` per prompt; with
         ``evaluation``, evaluation's own (``evaluation.sampling``) where the config gives them."""
-        sampling = (config.evaluation.sampling if evaluation else None) or config.vllm_sampling
+        sampling = (config.evaluation.sampling if evaluation else None) or config.rollout_sampling
         return cls(
             greedy=False,
             num_samples=num_samples,

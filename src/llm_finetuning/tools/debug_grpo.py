@@ -7,7 +7,7 @@ mean pairwise similarity, which tags they contain, each reward's mean and std, t
 total reward has zero std (no learning signal) and the truncation rate. Hints name the likely cause.
 
     uv run python debug_grpo.py --config configs/tiny.yaml
-    uv run python debug_grpo.py --config configs/tiny.yaml --json --set vllm_sampling.temperature=0.3
+    uv run python debug_grpo.py --config configs/tiny.yaml --json --set grpo_training.temperature=0.3
     uv run python debug_grpo.py --prompt "What is 15 * 23?" --answer 345 --adapter outputs/grpo_saved_lora
 """
 
@@ -54,7 +54,7 @@ def _low_temperature(overall: dict, ctx: HintContext) -> str | None:
         return None
     return (
         f"temperature {ctx.temperature} is too low for GRPO: the group's samples barely differ; "
-        "raise vllm_sampling.temperature to about 1.0"
+        "raise grpo_training.temperature to about 1.0"
     )
 
 
@@ -129,7 +129,7 @@ def _truncated_sampling(overall: dict, ctx: HintContext) -> str | None:
         return None
     return (
         f"rollouts sample from a truncated distribution ({ctx.truncation}) that the loss does not replay: GRPO "
-        "treats them as samples of the whole one; set vllm_sampling.min_p: 0, top_p: 1.0, top_k: -1 for rollouts "
+        "treats them as samples of the whole one; set grpo_training.min_p: 0, top_p: 1.0, top_k: -1 for rollouts "
         "(evaluation.sampling keeps its own)"
     )
 
@@ -211,8 +211,8 @@ def diagnose(
         for row, group in zip(problems, groups, strict=True)
     ]
     overall = overall_figures(per_prompt)
-    ctx = HintContext(config.vllm_sampling.temperature, k, sampling.max_new_tokens, adapter is not None,
-                      config.grpo_training.advantages, sampling_filters(config.vllm_sampling))
+    ctx = HintContext(config.rollout_sampling.temperature, k, sampling.max_new_tokens, adapter is not None,
+                      config.grpo_training.advantages, sampling_filters(config.rollout_sampling))
     settings = _settings(adapter, engine, sampling)
     return {"settings": settings, "prompts": per_prompt, "overall": overall, "hints": hints(overall, ctx)}
 

@@ -1,9 +1,9 @@
 """Config sections -> TRL's SFTConfig / GRPOConfig, in one place, so the same config trains the same way on
 every backend.
 
-Every config field whose name is also a field of the TRL config class is copied as it is (our sections use
-TRL's names on purpose), in one loop; what is ours alone, or computed, is set explicitly below with the
-reason. Precision, device, the optimizer and activation checkpointing follow the hardware rules in
+A section's TRL fields (set by their own names, ``config/trl_fields.py``) go to TRL as they are, in one loop,
+except those the pipeline reads and resolves (``READ_HERE``); what is ours alone, or computed, is set explicitly
+below with the reason. Precision, device, the optimizer and activation checkpointing follow the hardware rules in
 ``model/hardware.py``, never TRL's defaults: TRL 1.x turns bf16 and gradient checkpointing on by default, which
 fails or wastes time on a CPU.
 
@@ -30,16 +30,27 @@ from ..schema import ConfigError, closest
 from ..session.plan import RunPlan
 
 __all__ = ["CISPO_EPSILON_HIGH", "GRPO_SETTINGS", "SFT_SETTINGS", "check_trainer_settings", "grpo_arguments",
-           "same_named_fields", "sft_arguments", "trainer_settings"]  # fmt: skip
+           "passed_on", "sft_arguments", "trainer_settings"]  # fmt: skip
 
-# Fields of our sections that TRL also has but that we decide ourselves (see grpo_arguments):
-# evaluation runs in our own callback, use_vllm and max_completion_length are resolved from the backend and
-# the data, the vLLM engine settings only apply to an engine, the importance-sampling correction follows its
-# rule, and the rest are resolved against Unsloth's rewrites.
-_DECIDED_HERE = frozenset({"trl", "eval_strategy", "eval_steps", "use_vllm", "max_completion_length", "vllm_mode",
-                           "multi_objective_aggregation",
-                           "vllm_enable_sleep_mode", "vllm_gpu_memory_utilization", "epsilon_high",
-                           "scale_rewards", "optim", "vllm_importance_sampling_correction", "gradient_checkpointing"})
+# TRL's fields the pipeline reads from the section and resolves itself before passing them on (see
+# grpo_arguments): use_vllm, max_completion_length and the importance-sampling correction are resolved from the
+# plan and the data, the vLLM engine settings only apply to an engine, sampling goes to vLLM's or generate's
+# conventions, activation checkpointing and the optimizer follow the hardware rules, and the rest are resolved
+# against Unsloth's rewrites. A config may set them; the pipeline passes what they resolve to.
+READ_HERE = frozenset({"use_vllm", "max_completion_length", "vllm_mode", "vllm_enable_sleep_mode",
+                       "vllm_gpu_memory_utilization", "vllm_importance_sampling_correction", "epsilon_high",
+                       "scale_rewards", "mask_truncated_completions", "beta", "optim", "gradient_checkpointing",
+                       "temperature", "top_p", "top_k", "min_p"})
+# Where to set what the pipeline decides from another part of the config (a TRL field of that name is refused).
+SET_ELSEWHERE = {
+    "seed": "set seed (top level)", "report_to": "set report_to (top level)", "run_name": "set run_name (top level)",
+    "output_dir": "set output_dir (top level)", "bf16": "set model.dtype", "fp16": "set model.dtype",
+    "max_length": "set model.max_seq_length", "dataset_num_proc": "set data.num_proc",
+    "eval_strategy": "evaluations during GRPO are ours: set evaluation.grpo_every_steps",
+    "eval_steps": "evaluations during GRPO are ours: set evaluation.grpo_every_steps",
+    "reward_weights": "set each reward's weight in rewards.rewards",
+    "multi_objective_aggregation": "set grpo_training.advantages (normalize_then_sum)",
+}  # fmt: skip
 # CISPO clamps the importance weight at epsilon_high itself (not 1 + epsilon_high), so TRL's fallback to
 # epsilon (0.2) would cap every weight below 1; 5.0 is the ScaleRL paper's value, which Unsloth also sets.
 CISPO_EPSILON_HIGH = 5.0
@@ -60,14 +71,9 @@ GRPO_SETTINGS = ("max_steps", "per_device_train_batch_size", "gradient_accumulat
                  "parallel_mode", "world_size")  # fmt: skip  (the last two: whether the trainer wraps the model in DDP)
 
 
-def same_named_fields(section: Any, trl_class: type) -> dict[str, Any]:
-    """The section's values for every field TRL's config class has under the same name."""
-    trl_fields = {field.name for field in dataclasses.fields(trl_class)}
-    return {
-        field.name: getattr(section, field.name)
-        for field in dataclasses.fields(section)
-        if field.name in trl_fields and field.name not in _DECIDED_HERE
-    }
+def passed_on(section: SFTTrainingConfig | GRPOTrainingConfig) -> dict[str, Any]:
+    """The section's TRL fields (our defaults, then the config's) that go to TRL as they are."""
+    return {name: value for name, value in section.trl_settings().items() if name not in READ_HERE}
 
 
 def common_arguments(
@@ -93,18 +99,16 @@ def common_arguments(
 
 def sft_arguments(config: PipelineConfig, output_dir: Path, plan: RunPlan, passed_through: bool = True,
                   ) -> dict[str, Any]:  # fmt: skip
-    """SFTConfig's arguments: ours, then ``sft_training.trl`` (checked by ``check_trainer_settings``)."""
-    from trl import SFTConfig
-
+    """SFTConfig's arguments: the section's TRL fields, then what the pipeline decides (``passed_through=False``:
+    only the latter, which ``check_trainer_settings`` keeps the config from setting)."""
     section = config.sft_training
     return {
-        **same_named_fields(section, SFTConfig),
+        **(passed_on(section) if passed_through else {}),
         **common_arguments(config, section, output_dir, plan),
         "max_length": config.model.max_seq_length,
         "completion_only_loss": True,  # learn the answer format, not to echo the prompt
         "packing": False,
         "dataset_num_proc": config.data.num_proc,
-        **(section.trl if passed_through else {}),
     }
 
 
@@ -124,32 +128,32 @@ def check_trainer_settings(config: PipelineConfig, plan: RunPlan) -> None:
 
 
 def check_passed_through(name: str, section: Any, trl_class: type, ours: dict[str, Any]) -> None:
-    """A section's ``trl`` fields must be TRL's, and neither the section's own nor set by the pipeline."""
+    """A section's TRL fields must be fields of the installed (and imported: Unsloth's, where it compiles its own)
+    TRL class, and not ones the pipeline sets from elsewhere in the config or from the machine."""
     fields = {field.name for field in dataclasses.fields(trl_class)}
-    own = {field.name for field in dataclasses.fields(section)}
     for key in section.trl:
         if key not in fields:
             match = closest(key, fields)
             hint = f"did you mean {match}?" if match else f"see TRL's {trl_class.__name__}"
-            raise ConfigError(f"{name}.trl.{key}: not a field of TRL's {trl_class.__name__}; {hint}")
-        if key in own:
-            raise ConfigError(f"{name}.trl.{key}: set it as {name}.{key}, where the pipeline reads it")
-        if key in ours:
-            raise ConfigError(f"{name}.trl.{key}: the pipeline sets it itself (to {ours[key]!r}, from the config "
-                              "and the machine); see docs/architecture.md for the setting that decides it")  # fmt: skip
+            raise ConfigError(f"{name}.{key}: not a field of TRL's {trl_class.__name__}; {hint}")
+        if key in ours and key not in READ_HERE:
+            where = SET_ELSEWHERE.get(key, "docs/architecture.md names the setting that decides it")
+            raise ConfigError(f"{name}.{key}: the pipeline sets it itself (to {ours[key]!r}, from the config and "
+                              f"the machine); {where}")  # fmt: skip
 
 
 def grpo_arguments(
     config: PipelineConfig, output_dir: Path, plan: RunPlan, max_completion_length: int,
     reward_weights: list[float], passed_through: bool = True,
 ) -> dict[str, Any]:
-    """GRPOConfig's arguments: ours, then ``grpo_training.trl`` (checked by ``check_trainer_settings``)."""
+    """GRPOConfig's arguments: the section's TRL fields, then what the pipeline decides (``passed_through=False``:
+    only the latter, which ``check_trainer_settings`` keeps the config from setting)."""
     from trl import GRPOConfig
 
-    section, sampling = config.grpo_training, config.vllm_sampling
+    section, sampling = config.grpo_training, config.rollout_sampling
     use_vllm = plan.uses_vllm
     arguments = {
-        **same_named_fields(section, GRPOConfig),
+        **(passed_on(section) if passed_through else {}),
         **common_arguments(config, section, output_dir, plan),
         "max_completion_length": max_completion_length,  # configured, or computed from the data
         "temperature": sampling.temperature,
@@ -169,7 +173,7 @@ def grpo_arguments(
     }
     if use_vllm:
         arguments.update(vllm_mode=section.vllm_mode, vllm_enable_sleep_mode=section.vllm_enable_sleep_mode)
-    return arguments | (section.trl if passed_through else {})
+    return arguments
 
 
 def resolved_against_unsloth(section: GRPOTrainingConfig, unsloth_compiled: bool) -> dict[str, Any]:

@@ -1,12 +1,12 @@
 """Phase 2, GRPO: sample a group of completions per prompt, score them with the rewards, reinforce the best.
 
-Rewards and weights come from the registry; sampling from ``vllm_sampling``; what generates the rollouts is
+Rewards and weights come from the registry; sampling from the section's TRL sampling fields (``config.rollout_sampling``); what generates the rollouts is
 the run's plan (``RunPlan.rollouts``, the backend's choice: Unsloth's engine on the model, TRL's vLLM engine, or
 ``model.generate``). TRL's colocated engine on the hf backend is started with the log-prob mode the
 importance-sampling rule chose and handed to the run's ``EngineOwner`` (``rollout/trl.py``), so evaluations
 share it. The trainer is ours (``grpo_trainer.py``: what a step does beyond TRL's, hook by hook), given the
 run's ``StepRecipe`` by ``GRPOPhase.recipe``. Evaluation
-on the validation problems runs every ``eval_steps`` from a callback, greedy, with the same judge as the
+on the validation problems runs every ``evaluation.grpo_every_steps`` from a callback, greedy, with the same judge as the
 before/after evaluations. Checkpoints go to ``<output_dir>/grpo/``.
 """
 
@@ -54,11 +54,12 @@ class GRPOPhase(TrainingPhase):
         before_training: Callable[[], None] | None = None,
     ) -> None:
         callbacks: list[Any] = [GRPOHealth(config.grpo_training.advantages)]
-        if evaluate is not None and config.grpo_training.eval_strategy == "steps":
-            callbacks.append(PeriodicEvaluation(config.grpo_training.eval_steps, evaluate, self.model_for_generation))
+        if evaluate is not None and config.evaluation.grpo_every_steps is not None:
+            callbacks.append(PeriodicEvaluation(config.evaluation.grpo_every_steps, evaluate,
+                                                self.model_for_generation))  # fmt: skip
         super().__init__(manager, Path(config.output_dir) / "grpo", metrics, callbacks, before_training)
         self.config, self.plan, self.engines, self.data = config, plan, engines, data
-        self.passed_through = tuple(config.grpo_training.trl)
+        self.passed_through = config.grpo_training.set_beyond_ours()
         self.reward_funcs, self.reward_weights = reward_funcs, reward_weights
         self.judge = judge or CompletionJudge(config.prompt, reward_funcs, reward_weights)  # the correctness gate's
         pairs = zip(reward_funcs, reward_weights, strict=True)  # the answer part of the reward, for the console

@@ -48,7 +48,7 @@ class TrainingPhase(ABC):
     name = "phase"
     title = "phase"  # what the console calls it
     settings_names: tuple[str, ...] = ()  # the trainer arguments recorded in the summary
-    passed_through: tuple[str, ...] = ()  # the section's ``trl`` fields, recorded too
+    passed_through: tuple[str, ...] = ()  # the section's further TRL fields, recorded too
     section = ""  # the config section of this phase's settings
 
     def __init__(self, manager: ModelManager, output_dir: Path, metrics: MetricsWriter | None,

@@ -2,7 +2,7 @@
 the last; ``held_out_warning`` says when the accuracy falls clearly below where GRPO started.
 
 A GRPO run's last step is not always its best (small models drift; see docs/benchmarks.md). The evaluations
-during GRPO already score the policy every ``eval_steps``; with ``keep_best`` each one that beats every earlier
+during GRPO already score the policy every ``evaluation.grpo_every_steps``; with ``keep_best`` each one that beats every earlier
 one (the policy GRPO started from included, as step 0) saves its weights to ``<output_dir>/grpo/best``, the last
 step is scored too, and the final adapter is the best of them, with the step recorded. The choice is made on
 the evaluations during GRPO, which score ``evaluation.selection_samples`` problems of their own when that is

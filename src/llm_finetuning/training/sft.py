@@ -29,7 +29,7 @@ class SFTPhase(TrainingPhase):
                  metrics: MetricsWriter | None, output_dir: Path | None = None) -> None:  # fmt: skip
         super().__init__(manager, output_dir or Path(config.output_dir) / "sft", metrics)
         self.config, self.plan, self.train_dataset = config, plan, train_dataset
-        self.passed_through = tuple(config.sft_training.trl)
+        self.passed_through = config.sft_training.set_beyond_ours()
 
     def build_trainer(self) -> Any:
         from trl import SFTConfig, SFTTrainer  # after unsloth, when unsloth is the backend

@@ -1,0 +1,53 @@
+"""Configs written for an earlier layout still load: each moved key goes where it lives now, and one line says
+which moved, so the user can update the file.
+
+    >>> migrated({"vllm_sampling": {"min_p": 0.0}})["grpo_training"]
+    {'min_p': 0.0}
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# Whole sections whose keys moved into another section under the same names.
+MOVED_SECTIONS = {"vllm_sampling": "grpo_training"}  # TRL's own sampling fields of GRPOConfig
+# Keys that moved (and the value they take there, where the meaning changed).
+MOVED_KEYS = {
+    ("grpo_training", "eval_steps"): ("evaluation", "grpo_every_steps"),  # ours, not TRL's (its eval loop)
+}
+
+
+def migrated(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` in today's layout; logs one warning naming every key that moved."""
+    if not isinstance(raw, dict):
+        return raw
+    raw, moves = copy.deepcopy(raw), []
+    for old, new in MOVED_SECTIONS.items():
+        if isinstance(raw.get(old), dict):
+            for key, value in raw.pop(old).items():
+                raw.setdefault(new, {})[key] = value  # the old key is what the user wrote: it wins
+                moves.append(f"{old}.{key} -> {new}.{key}")
+    for section in ("sft_training", "grpo_training"):  # the pass-through of the old layout: by name now
+        body = raw.get(section)
+        if isinstance(body, dict) and isinstance(body.get("trl"), dict):
+            for key, value in body.pop("trl").items():
+                body[key] = value
+                moves.append(f"{section}.trl.{key} -> {section}.{key}")
+    grpo = raw.get("grpo_training")
+    if isinstance(grpo, dict):
+        for (section, key), (new_section, new_key) in MOVED_KEYS.items():
+            if key in grpo:
+                raw.setdefault(new_section, {})[new_key] = grpo.pop(key)
+                moves.append(f"{section}.{key} -> {new_section}.{new_key}")
+        if "eval_strategy" in grpo:  # "no" = no evaluations during GRPO
+            if grpo.pop("eval_strategy") in ("no", False):  # YAML 1.1 reads a bare no as false
+                raw.setdefault("evaluation", {})["grpo_every_steps"] = None
+            moves.append("grpo_training.eval_strategy -> evaluation.grpo_every_steps (null = none)")
+    if moves:
+        logger.warning("config: keys of an earlier layout moved (%s); update the file to silence this",
+                       "; ".join(moves))  # fmt: skip
+    return raw
