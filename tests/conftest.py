@@ -207,7 +207,7 @@ def _engines_watched() -> Iterator[dict[str, Any]]:
     def train_sft(self, resume):
         gc.collect()
         seen.update(alive=sum(ref() is not None for ref in handed), started=len(handed),
-                    held=self.engines.running is not None)  # fmt: skip
+                    held=self.session.engines.running is not None)  # fmt: skip
         return original_sft(self, resume)
 
     EngineOwner.ready, Run.train_sft = ready, train_sft

@@ -101,6 +101,13 @@ class RunPlan:
         """TRL's own GRPO loss trains on vLLM rollouts (Unsloth's compiled trainer has a loss of its own)."""
         return self.rollout.trl_loss
 
+    def described(self) -> list[str]:
+        """The decisions the console shows when the model has loaded."""
+        weights, autocast, why = self.precision["weights"], self.precision["autocast"] or "no", self.precision["reason"]
+        return [f"precision: {weights} weights, {autocast} autocast ({why})",
+                f"GRPO rollouts: {self.rollouts} ({self.rollouts_reason})",
+                f"GRPO log-probs: shared prompt {self.shared_prompt.reason}; SFT: shared prefix {self.shared_prefix.reason}"]
+
     def record(self) -> dict[str, Any]:
         """The decisions as ``summary.json`` records them."""
         return {

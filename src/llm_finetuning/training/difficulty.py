@@ -21,13 +21,33 @@ from typing import Any
 from ..config import PipelineConfig
 from ..errors import DataError
 from ..runtime.atomic_io import write_json_atomic
+from ..runtime.distributed import full_weights
 
-__all__ = ["keep_within_band"]
+__all__ = ["keep_within_band", "narrow_to_band"]
 
 logger = logging.getLogger(__name__)
 
 FILE = "difficulty.json"
 _EDGES = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def narrow_to_band(config: PipelineConfig, grpo_data: Any, judge: Any, session: Any, recorder: Any) -> None:
+    """The run's GRPO training problems (``grpo_data.train``) cut to those the starting policy sometimes solves,
+    scored on the session's evaluation engine; the record goes to ``summary.json`` (``grpo_problems``)."""
+    from ..evaluation.evaluator import Evaluator
+    from ..rollout.engines import HFEngine
+
+    def scorer(problems: Any, samples: int) -> Evaluator:
+        return Evaluator.from_config(config, problems, judge, grpo_data.max_completion_length, limit=len(problems),
+                                     sampled_k=samples, rollouts=True)  # fmt: skip
+
+    manager = session.manager
+    with full_weights(manager.model) as model:
+        engine = session.engine if not isinstance(session.engine, HFEngine) else HFEngine(manager, model=model)
+        grpo_data.train, record = keep_within_band(config, grpo_data.train, scorer, engine,
+                                                   Path(config.output_dir) / "grpo", recorder.run_id)  # fmt: skip
+    recorder.set(grpo_problems=record)
+    session.engines.release_own()
 
 
 def keep_within_band(config: PipelineConfig, train: Any, evaluator_for: Any, engine: Any, folder: Path,

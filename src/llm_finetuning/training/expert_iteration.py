@@ -36,6 +36,7 @@ from ..model import ModelManager
 from ..reporting.run_outputs import MetricsWriter, RunState
 from ..runtime.distributed import full_weights
 from ..session.plan import RunPlan
+from ..session.resume import EXPERT_ITERATION
 from .phase import PhaseResult
 from .sft import SFTPhase
 
@@ -43,7 +44,7 @@ __all__ = ["PHASE", "ROUNDS", "ExpertIteration", "accepted_rows", "round_problem
 
 logger = logging.getLogger(__name__)
 
-PHASE = "expert_iteration"  # the phase's name: run_state.json, summary.json, its fine-tuning's metrics.jsonl records
+PHASE = EXPERT_ITERATION  # the phase's name: run_state.json, summary.json, its fine-tuning's metrics.jsonl records
 ROUNDS = "expert_iteration_round"  # the metrics.jsonl records of what each round sampled and kept
 
 

@@ -5,30 +5,33 @@ the run's plan (``RunPlan.rollouts``, the backend's choice: Unsloth's engine on 
 ``model.generate``). TRL's colocated engine on the hf backend is started with the log-prob mode the
 importance-sampling rule chose and handed to the run's ``EngineOwner`` (``rollout/trl.py``), so evaluations
 share it. The trainer is ours (``grpo_trainer.py``: what a step does beyond TRL's, hook by hook), given the
-run's ``StepRecipe`` by ``GRPOPhase.recipe``. Evaluation
-on the validation problems runs every ``evaluation.grpo_every_steps`` from a callback, greedy, with the same judge as the
-before/after evaluations. Checkpoints go to ``<output_dir>/grpo/``.
+run's ``StepRecipe`` by ``GRPOPhase.recipe``. The run's
+evaluations (``evaluation/stages.py``) score the validation problems every ``evaluation.grpo_every_steps`` from
+a callback, greedy, with the same judge as the before/after evaluations; with ``keep_best`` the phase ends with
+the best of them loaded (``training/selection.py``). Checkpoints go to ``<output_dir>/grpo/``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..config import PipelineConfig
 from ..data import GRPOData
 from ..evaluation.judge import CompletionJudge
+from ..evaluation.stages import StageEvaluations
 from ..model import ModelManager
 from ..rollout import EngineOwner
+from ..runtime.distributed import full_weights
 from ..session.plan import RunPlan
 from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
 from .curriculum import Curriculum
 from .grpo_trainer import StepRecipe, grpo_trainer_class
 from .health import GRPOHealth
-from .phase import TrainingPhase
+from .phase import TrainingPhase, save_weights
+from .selection import GRPOWatch
 
 logger = logging.getLogger(__name__)
 
@@ -50,15 +53,19 @@ class GRPOPhase(TrainingPhase):
         reward_weights: list[float],
         metrics: MetricsWriter | None,
         judge: CompletionJudge | None = None,
-        evaluate: Callable[[Any, int], None] | None = None,
-        before_training: Callable[[], None] | None = None,
+        evaluations: StageEvaluations | None = None,
+        start_adapter: Path | None = None,
+        evaluate_first: bool = False,
     ) -> None:
         callbacks: list[Any] = [GRPOHealth(config.grpo_training.advantages)]
-        if evaluate is not None and config.evaluation.grpo_every_steps is not None:
-            callbacks.append(PeriodicEvaluation(config.evaluation.grpo_every_steps, evaluate,
+        if evaluations is not None and config.evaluation.grpo_every_steps is not None:
+            callbacks.append(PeriodicEvaluation(config.evaluation.grpo_every_steps, self.evaluate,
                                                 self.model_for_generation))  # fmt: skip
-        super().__init__(manager, Path(config.output_dir) / "grpo", metrics, callbacks, before_training)
+        super().__init__(manager, Path(config.output_dir) / "grpo", metrics, callbacks)
         self.config, self.plan, self.engines, self.data = config, plan, engines, data
+        self.evaluations, self.evaluate_first = evaluations, evaluate_first  # the run's (evaluation/stages.py)
+        self.start_adapter = start_adapter or config.sft_adapter_path  # the weights GRPO starts from
+        self.watch = GRPOWatch()  # what the evaluations during GRPO decide (training/selection.py)
         self.passed_through = config.grpo_training.set_beyond_ours()
         self.reward_funcs, self.reward_weights = reward_funcs, reward_weights
         self.judge = judge or CompletionJudge(config.prompt, reward_funcs, reward_weights)  # the correctness gate's
@@ -66,10 +73,33 @@ class GRPOPhase(TrainingPhase):
         self.answer_rewards = {f.__name__: weight for f, weight in pairs if getattr(f, "needs_answer", False)}
 
     def run(self, resume: bool = False, run_id: str | None = None) -> Any:
+        self.run_id = run_id
         try:
-            return super().run(resume, run_id)
+            result = super().run(resume, run_id)
         finally:
             drop_reference_adapter(self.manager.model)  # not saved with the trained adapter
+        if self.watch.best is not None:  # keep_best: the best of the evaluations' weights, not the last step's
+            result.settings["kept_step"] = self.watch.keep_best(result.steps, self.evaluations, self.load_weights)
+        return result
+
+    def started(self) -> None:
+        """Between the trainer's build (its engine started) and its first step: the after-SFT evaluation on that
+        engine where the run asks for it (one engine, not one for the evaluation and another for GRPO), and where
+        GRPO starts for its evaluations' watch."""
+        if self.evaluations is None:
+            return
+        if self.evaluate_first:
+            self.evaluations.evaluate("after_sft", 0)
+        self.watch = GRPOWatch.start_at(self.config, self.evaluations, self.start_adapter, self.run_id,
+                                        lambda folder: save_weights(self.manager, folder))  # fmt: skip
+
+    def evaluate(self, model: Any, step: int) -> None:
+        """An evaluation during GRPO (greedy, metrics.jsonl only), and what the watch makes of it."""
+        self.watch.observe(step, self.evaluations.evaluate(f"grpo_step_{step}", step, model=model, during_grpo=True))
+
+    def load_weights(self, adapter: Path) -> None:
+        with full_weights(self.manager.model, modifier_rank=0):
+            self.manager.load_adapter(adapter)
 
     def build_trainer(self) -> Any:
         from trl import GRPOConfig, GRPOTrainer  # after unsloth, when unsloth is the backend

@@ -14,7 +14,7 @@ import logging
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,14 @@ from typing import Any
 from ..errors import TrainingInterrupted
 from ..model import ModelManager
 from ..model.hardware import free_memory
-from ..runtime.distributed import gather_objects, weights_checksum, world_size
+from ..runtime.distributed import (
+    barrier,
+    full_weights,
+    gather_objects,
+    run_on_main,
+    weights_checksum,
+    world_size,
+)
 from . import trl_compat
 from .arguments import trainer_settings
 from .callbacks import GracefulStop, MetricsLogging, MetricsWriter, TrainingProgress
@@ -52,9 +59,8 @@ class TrainingPhase(ABC):
     section = ""  # the config section of this phase's settings
 
     def __init__(self, manager: ModelManager, output_dir: Path, metrics: MetricsWriter | None,
-                 callbacks: list[Any] | None = None, before_training: Callable[[], None] | None = None) -> None:
+                 callbacks: list[Any] | None = None) -> None:  # fmt: skip
         self.manager = manager
-        self.before_training = before_training  # runs once the trainer is built (its engine started), untimed
         self.output_dir = Path(output_dir)
         self.metrics = metrics
         self.callbacks = list(callbacks or [])
@@ -73,8 +79,7 @@ class TrainingPhase(ABC):
         backend.checkpoint_activations(self.manager.model, backend.trainer_checkpointing(self.config.model, phase_setting))
         trainer = self.build_trainer()
         self.manager.backend.check_trainer(trainer)
-        if self.before_training is not None:
-            self.before_training()
+        self.started()
         settings = trainer_settings(trainer, self.settings_names, self.passed_through)
         self.trainer_ref = weakref.ref(trainer)
         stop = GracefulStop()
@@ -112,6 +117,9 @@ class TrainingPhase(ABC):
         return PhaseResult(steps, round(time.perf_counter() - started, 2), str(checkpoint) if checkpoint else None,
                            settings, checksums)
 
+    def started(self) -> None:
+        """Once the trainer is built (its engine started), before its first step; untimed."""
+
     @contextlib.contextmanager
     def model_for_generation(self) -> Iterator[Any]:
         """The model to generate from while the trainer lives: under ZeRO-3 its gathered weights, as TRL does."""
@@ -132,6 +140,13 @@ class TrainingPhase(ABC):
             logger.info("%s: no complete checkpoint of this run in %s; starting from step 0", self.name,
                         self.output_dir)  # fmt: skip
         return checkpoint
+
+
+def save_weights(manager: ModelManager, path: Path) -> None:
+    """The main process saves the whole weights (gathered under ZeRO-3); the others wait until it has."""
+    with full_weights(manager.model):
+        run_on_main(lambda: manager.save_adapter(path))
+    barrier()
 
 
 def release(trainer: Any) -> None:

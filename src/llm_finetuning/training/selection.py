@@ -22,7 +22,7 @@ from typing import Any
 
 from ..runtime.atomic_io import write_json_atomic
 
-__all__ = ["BestWeights", "GRPOWatch", "held_out_warning"]
+__all__ = ["BestWeights", "GRPOWatch", "held_out_warning"]  # GRPOWatch.start, .keep_best: the GRPO phase's
 
 logger = logging.getLogger(__name__)
 
@@ -81,14 +81,46 @@ def held_out_warning(start: float, now: float, n: int, step: int) -> str | None:
 
 class GRPOWatch:
     """What each evaluation during GRPO decides: where GRPO started (the first figure it sees), a warning once
-    when the accuracy falls clearly below that, and with ``best`` (``keep_best``) the best weights so far."""
+    when the accuracy falls clearly below that, and with ``best`` (``keep_best``) the best weights so far, which
+    ``save(folder)`` writes."""
 
-    def __init__(self, best: BestWeights | None = None) -> None:
-        self.best = best
+    def __init__(self, best: BestWeights | None = None, save: Callable[[Path], None] = lambda folder: None) -> None:
+        self.best, self.save = best, save
         self.start: float | None = None  # greedy accuracy where GRPO started, on the problems it is scored on
         self.warned = False
 
-    def observe(self, step: int, figures: dict[str, Any], save: Callable[[Path], None]) -> None:
+    @classmethod
+    def start_at(cls, config: Any, evaluations: Any, start_adapter: Path, run_id: str | None,
+                 save: Callable[[Path], None]) -> GRPOWatch:  # fmt: skip
+        """Where GRPO starts, on the problems its evaluations score: after SFT's figure, or (with
+        ``evaluation.selection_samples``) an evaluation of its own as step 0; and, with ``keep_best``, the choice an
+        earlier attempt of this run made."""
+        best = BestWeights.load(Path(config.output_dir) / "grpo" / "best", start_adapter, run_id) \
+            if config.grpo_training.keep_best else None  # fmt: skip
+        watch = cls(best, save)
+        evals = evaluations.recorder.summary["eval"]
+        after_sft = evals.get("after_expert_iteration") or evals.get("after_sft")  # where GRPO starts
+        if evaluations.selector is not None:
+            watch.observe(0, evaluations.evaluate("grpo_step_0", 0, during_grpo=True))
+        elif after_sft:
+            watch.observe(0, after_sft)
+        return watch
+
+    def keep_best(self, last_step: int, evaluations: Any, load: Callable[[Path], None]) -> int:
+        """The last step scored like the others; the best of them loaded into the model (``load``). Returns its
+        step."""
+        best = self.best
+        if best.step < last_step:  # a resumed run may have scored it already
+            self.observe(last_step, evaluations.evaluate(f"grpo_step_{last_step}", last_step, during_grpo=True))
+        if best.step != last_step:
+            load(best.weights())
+            logger.info("keep_best: the adapter of step %d (greedy %.3f) is kept, not the last step's", best.step,
+                        best.accuracy)  # fmt: skip
+        return best.step
+
+    def observe(self, step: int, figures: dict[str, Any] | None) -> None:
+        if figures is None:  # evaluations off
+            return
         accuracy = figures["answer_accuracy"]
         if self.start is None:
             self.start = accuracy
@@ -96,4 +128,4 @@ class GRPOWatch:
             self.warned = True
             logger.warning(warning)
         if self.best is not None:
-            self.best.consider(step, accuracy, save=save)
+            self.best.consider(step, accuracy, save=self.save)
