@@ -38,11 +38,11 @@ def workload(output_dir: Path, overrides: list[str], problems: int, max_new_toke
     """A manager holding the workload's model, its prompts, and the greedy and sampled settings."""
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data import load_grpo_data
-    from llm_finetuning.model import ModelManager
     from llm_finetuning.rollout import SamplingSettings
+    from llm_finetuning.session import Session
 
     config = PipelineConfig.from_yaml(ROOT / "configs" / "tiny.yaml", [f"output_dir={output_dir}", *overrides])
-    manager = ModelManager(config)
+    manager = Session.open(config).manager
     manager.load()
     manager.model.eval()
     data = load_grpo_data(config, manager.tokenizer)
@@ -72,9 +72,10 @@ def engine_speeds(manager, prompts, settings, rounds: int) -> dict:
     hf = get_engine("hf", manager)
     batch = manager.config.evaluation.batch_size
     rows = {"hf": speed(lambda p, s: hf.generate(p, s, batch_size=batch), prompts, settings, rounds)}
-    engines = EngineOwner(manager.config)
+    engines = EngineOwner(manager.config, manager.backend.machine, manager.precision.weights_name)
     started = time.perf_counter()
-    engines.running = RunningEngine(start_engine(manager.config, str(manager.base_path), engines.machine.cuda), "ours")
+    llm = start_engine(manager.config, str(manager.base_path), engines.machine.cuda, engines.dtype)
+    engines.running = RunningEngine(llm, "ours")
     rows["vllm engine start (s)"] = round(time.perf_counter() - started, 1)
     vllm = get_engine("vllm", manager, engines)
     rows["vllm"] = speed(vllm.generate, prompts, settings, rounds)
@@ -94,7 +95,7 @@ def lora_request_speed(manager, prompts, settings, rounds: int, adapter: Path) -
     tokenizer = manager.tokenizer
     started = time.perf_counter()
     with single_process_launch():
-        llm = LLM(**engine_arguments(manager.config, str(manager.base_path)), enable_lora=True, max_lora_rank=16)
+        llm = LLM(**engine_arguments(manager.config, str(manager.base_path), manager.precision.weights_name), enable_lora=True, max_lora_rank=16)
     start = round(time.perf_counter() - started, 1)
     request = LoRARequest("adapter", 1, str(adapter))
     ids = tokenizer(render_prompts(tokenizer, prompts), add_special_tokens=False)["input_ids"]

@@ -41,15 +41,15 @@ class StepTimer(TrainerCallback):
 def setup(steps: int, output_dir: Path):
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data import load_grpo_data
-    from llm_finetuning.model import ModelManager
     from llm_finetuning.rewards import build_rewards
+    from llm_finetuning.session import Session
 
     config = PipelineConfig.from_yaml(
         ROOT / "configs" / "tiny.yaml",
         [f"output_dir={output_dir}", f"grpo_training.max_steps={steps}", f"grpo_training.save_steps={steps}",
          "evaluation.grpo_every_steps=null"],
     )
-    manager = ModelManager(config)
+    manager = Session.open(config).manager
     _model, tokenizer = manager.load()
     data = load_grpo_data(config, tokenizer)
     funcs, weights = build_rewards(config.rewards, config.prompt)
@@ -65,7 +65,7 @@ def time_ours(config, manager, data, funcs, weights, output_dir: Path) -> list[f
     from llm_finetuning.session.plan import RunPlan
 
     plan = RunPlan.resolve(config, manager.backend).with_model(config, manager.model)
-    phase = GRPOPhase(config, plan, manager, EngineOwner(config), data, funcs, weights,
+    phase = GRPOPhase(config, plan, manager, EngineOwner(config, manager.backend.machine, manager.precision.weights_name), data, funcs, weights,
                       MetricsWriter(output_dir / "metrics.jsonl"))  # fmt: skip
     phase.callbacks.append(timer)
     phase.run()

@@ -196,22 +196,19 @@ def sft_trl_defaults(config, steps: int, output: Path, times: StepTimes) -> dict
 
 def sft_ours(config, steps: int, output: Path, times: StepTimes) -> dict:
     from llm_finetuning.data import load_sft_data
-    from llm_finetuning.model import ModelManager
-    from llm_finetuning.session.plan import RunPlan
+    from llm_finetuning.session import Session
     from llm_finetuning.training.sft import SFTPhase
 
     config = config.with_overrides([f"sft_training.max_steps={steps}", "sft_training.logging_steps=1",
                                     f"sft_training.save_steps={steps}", f"output_dir={output}"])  # fmt: skip
-    manager = ModelManager(config)
-    manager.backend.prepare()
-    manager.load()
-    plan = RunPlan.resolve(config, manager.backend).with_model(config, manager.model)
-    phase = SFTPhase(config, plan, manager, load_sft_data(config, manager.tokenizer), metrics=None)
+    session = Session.open(config).load()
+    manager = session.manager
+    phase = SFTPhase(config, session.plan, manager, load_sft_data(config, manager.tokenizer), metrics=None)
     phase.callbacks.append(times)
     try:
         return phase.run().settings
     finally:
-        manager.free()
+        session.free()
 
 
 def sft_throughput(args, config) -> dict:
@@ -234,11 +231,10 @@ def sft_throughput(args, config) -> dict:
 def loaded(config, adapter: Path):
     """The pipeline's model (its precision rule) with ``adapter``, its data and rewards."""
     from llm_finetuning.data import load_grpo_data
-    from llm_finetuning.model import ModelManager
     from llm_finetuning.rewards import build_rewards
+    from llm_finetuning.session import Session
 
-    manager = ModelManager(config)
-    manager.backend.prepare()
+    manager = Session.open(config).manager  # the run's backend (imported first) and precision
     manager.load_adapter(adapter)
     data = load_grpo_data(config, manager.tokenizer)
     return manager, data, build_rewards(config.rewards, config.prompt)
@@ -309,7 +305,7 @@ def grpo_ours(config, manager, data, rewards, steps: int, output: Path, split: S
 
     config = config.with_overrides([f"grpo_training.max_steps={steps}", "evaluation.grpo_every_steps=null",
                                     f"grpo_training.save_steps={steps}", f"output_dir={output}"])  # fmt: skip
-    engines = EngineOwner(config)
+    engines = EngineOwner(config, manager.backend.machine, manager.precision.weights_name)
     plan = RunPlan.resolve(config, manager.backend).with_model(config, manager.model)
     phase = GRPOPhase(config, plan, manager, engines, data, *rewards, metrics=None)
     phase.callbacks.append(split)

@@ -36,12 +36,12 @@ def fold(config_path: Path, overrides: list[str], adapter: Path, into: Path) -> 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from llm_finetuning.config import PipelineConfig
-    from llm_finetuning.model.hardware import resolve_dtype
     from llm_finetuning.model.sources import base_model_path
+    from llm_finetuning.session import Session
 
     config = PipelineConfig.from_yaml(config_path, overrides)
     base = base_model_path(config)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=resolve_dtype(config.model))
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=Session.open(config).plan.precision.weights)
     PeftModel.from_pretrained(model, adapter).merge_and_unload().save_pretrained(into)
     AutoTokenizer.from_pretrained(base).save_pretrained(into)
 
@@ -60,11 +60,11 @@ def generate(config_path: Path, overrides: list[str], model: Path, variant: dict
     from llm_finetuning.rollout.start import engine_arguments, single_process_launch
     from llm_finetuning.rollout.vllm import sampling_arguments
     from llm_finetuning.runtime.heap import HeapTrimmer
+    from llm_finetuning.session import Session
     from llm_finetuning.tools.evaluate import load_held_out
 
     keywords = dict(variant)
-    if keywords.pop("sampler", "pipeline") != "vllm":  # the pipeline's engines draw min_p samples this way
-        use_min_p_draws()
+    pipeline_sampler = keywords.pop("sampler", "pipeline") != "vllm"  # the pipeline's engines' min_p draws
     within_cache = keywords.pop("admission", "pipeline") != "vllm"
     trimmer = HeapTrimmer.start(keywords.pop("heap_trim_interval", None))  # the run's trimmer beside it, or none
     config = PipelineConfig.from_yaml(config_path, overrides)
@@ -75,7 +75,10 @@ def generate(config_path: Path, overrides: list[str], model: Path, variant: dict
     with single_process_launch():
         from vllm import LLM
 
-        llm = LLM(**{**engine_arguments(config, str(model)), "disable_log_stats": False, **keywords})
+        dtype = Session.open(config).plan.precision.weights_name  # the run's, as the pipeline decides it
+        llm = LLM(**{**engine_arguments(config, str(model), dtype), "disable_log_stats": False, **keywords})
+    if pipeline_sampler:
+        use_min_p_draws(llm)
     for label, sampling in (("greedy", evaluator.greedy), ("sampled", evaluator.sampled)):
         params = SamplingParams(**sampling_arguments(sampling, tokenizer.eos_token_id))
         requests = [{"prompt_token_ids": prompt} for prompt in ids for _ in range(sampling.per_prompt)]

@@ -137,12 +137,12 @@ def evaluate_alone(output_dir: Path, saved: str) -> dict[str, float]:
     from llm_finetuning.data import load_grpo_data
     from llm_finetuning.evaluation.evaluator import Evaluator
     from llm_finetuning.evaluation.judge import CompletionJudge
-    from llm_finetuning.model import ModelManager
     from llm_finetuning.rewards import build_rewards
     from llm_finetuning.rollout import get_engine
+    from llm_finetuning.session import Session
 
     config = PipelineConfig.from_yaml(output_dir / "config.yaml")
-    manager = ModelManager.load_for_inference(config, output_dir / saved)
+    manager = Session.for_inference(config, output_dir / saved).manager
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

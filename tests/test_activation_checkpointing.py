@@ -64,9 +64,9 @@ def test_a_phase_of_its_own_checkpoints_alone_and_the_model_follows_each_phase(t
 
 
 def test_the_backend_turns_the_models_checkpointing_on_and_off(tiny_config):
-    from llm_finetuning.model import ModelManager
+    from llm_finetuning.session import Session
 
-    manager = ModelManager(tiny_config(LORA, "model.gradient_checkpointing=true"))
+    manager = Session.open(tiny_config(LORA, "model.gradient_checkpointing=true")).manager
     manager.load()
     model, backend = manager.model, manager.backend
     assert model.is_gradient_checkpointing  # as loaded

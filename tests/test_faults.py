@@ -196,9 +196,9 @@ def fill(disk: Path, leave_bytes: int) -> None:
 
 
 def test_a_full_disk_during_a_save_keeps_the_previous_save(small_disk, tiny_config):
-    from llm_finetuning.model import ModelManager
+    from llm_finetuning.session import Session
 
-    manager = ModelManager(tiny_config())
+    manager = Session.open(tiny_config()).manager
     manager.load()
     target = small_disk / "adapter"
     manager.save_adapter(target)

@@ -174,6 +174,31 @@ def test_a_run_is_assembled_in_one_place():
     assert {where for where, _ in found} == {"session/session.py"}, found
 
 
+# What a run decides, and the only places that decide it: a call anywhere else would decide it again (and could
+# decide differently). Everything else reads the answer: the plan's precision, the session's backend and engine.
+DECIDED_ONCE = {
+    "Precision.resolve": {"session/plan.py"},  # the weights' dtype and the autocast (RunPlan.precision)
+    "choose_backend": {"session/session.py", "tools/check.py"},  # check.py reports what a run would choose
+    "choose_engine": {"rollout/engines.py"},  # what evaluation generates with: inside open_engine alone
+    "open_engine": {"session/session.py"},  # ... which only Session.open_engine calls
+}
+
+
+def test_what_a_run_decides_is_decided_in_one_place():
+    found: dict[str, set[str]] = {name: set() for name in DECIDED_ONCE}
+    for path in (SRC / "llm_finetuning").rglob("*.py"):
+        where = str(path.relative_to(SRC / "llm_finetuning"))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = getattr(func, "id", None) or f"{getattr(getattr(func, 'value', None), 'id', '')}.{getattr(func, 'attr', '')}"
+                if called in found:
+                    found[called].add(where)
+    assert found == DECIDED_ONCE
+    # and a positive control: the walk sees a call where there is one
+    assert "session/plan.py" in found["Precision.resolve"]
+
+
 def test_backend_differences_are_asked_of_the_backend_object_not_its_name():
     comparison = re.compile(r"""backend(_name|\.name)?\s*[!=]=\s*['"](unsloth|hf)['"]""")
     found = [f"{path.relative_to(SRC)}:{number}" for path in (SRC / "llm_finetuning").rglob("*.py")

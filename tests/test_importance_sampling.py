@@ -98,12 +98,12 @@ def test_the_default_recipe_on_a_gpu_gets_the_rules_correction_on_either_backend
 def test_trls_engine_is_started_reporting_the_mode_the_rule_chose(monkeypatch, tiny_base):
     import trl.generation.vllm_generation as trl_generation
 
-    from llm_finetuning.rollout import EngineOwner
     from llm_finetuning.rollout.trl import EVALUATION_SEQS, trl_engine_start
+    from llm_finetuning.session import Session
 
     built = []
     monkeypatch.setattr(trl_generation, "LLM", lambda **arguments: built.append(arguments), raising=False)
-    owner = EngineOwner(PipelineConfig())
+    owner = Session.open(PipelineConfig()).engines
     for mode, seqs in (("raw_logprobs", 32), (None, 512)):  # TRL's max_num_seqs: one training batch
         with trl_engine_start(owner, mode):
             trl_generation.LLM(model=str(tiny_base), logprobs_mode="processed_logprobs", max_num_seqs=seqs,
@@ -119,9 +119,7 @@ def test_trls_engine_is_started_reporting_the_mode_the_rule_chose(monkeypatch, t
 
     cache = [arguments.get("kv_cache_memory_bytes") for arguments in built]
     assert cache == ([None, None] if torch.cuda.is_available() else [CPU_KV_CACHE_BYTES] * 2)  # sized as ours
-    from llm_finetuning.model.hardware import resolve_dtype
-
-    trained = str(resolve_dtype(owner.config.model)).removeprefix("torch.")  # TRL passes none: the checkpoint's
+    trained = Session.open(PipelineConfig()).plan.precision.weights_name  # TRL passes none: the checkpoint's
     assert [arguments["dtype"] for arguments in built] == [trained, trained]
 
 

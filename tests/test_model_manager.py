@@ -12,6 +12,7 @@ from llm_finetuning.config import PipelineConfig
 from llm_finetuning.errors import ModelError
 from llm_finetuning.model import ModelManager, adapters
 from llm_finetuning.model.hardware import gradient_checkpointing
+from llm_finetuning.session import Session
 
 TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
         "intermediate_size": 64}  # fmt: skip
@@ -36,7 +37,7 @@ def output_dir(tmp_path_factory):
 
 
 def loaded(config) -> ModelManager:
-    manager = ModelManager(config)
+    manager = Session.open(config).manager
     manager.load()
     return manager
 
@@ -92,7 +93,7 @@ def test_saved_adapter_reloads_to_identical_logits(output_dir, tmp_path, lora):
     assert torch.equal(logits(resumed), expected)
     assert resumed.parameter_counts() == trained.parameter_counts()  # still trainable
 
-    inference = ModelManager.load_for_inference(tiny_config(output_dir, lora=lora), tmp_path / "adapter")
+    inference = Session.for_inference(tiny_config(output_dir, lora=lora), tmp_path / "adapter").manager
     assert not inference.model.training
     assert torch.equal(logits(inference), expected)
 
@@ -142,7 +143,7 @@ def test_adapter_with_another_rank_is_refused_with_the_fix(output_dir, tmp_path)
 
 
 def test_free_drops_the_model(output_dir):
-    manager = ModelManager(tiny_config(output_dir))
+    manager = Session.open(tiny_config(output_dir)).manager
     model, _tokenizer = manager.load()
     reference = weakref.ref(model)
     del model, _tokenizer
@@ -164,7 +165,7 @@ def test_full_fine_tuning_trains_everything_and_saves_the_whole_model(output_dir
     resumed = loaded(tiny_config(output_dir, lora=lora))
     resumed.load_adapter(tmp_path / "model")
     assert torch.equal(logits(resumed), expected)
-    inference = ModelManager.load_for_inference(tiny_config(output_dir, lora=lora), tmp_path / "model")
+    inference = Session.for_inference(tiny_config(output_dir, lora=lora), tmp_path / "model").manager
     assert torch.equal(logits(inference), expected)
 
 

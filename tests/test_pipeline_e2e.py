@@ -112,13 +112,12 @@ def test_metrics_hold_grpo_signals_and_evaluations(finished_run):
 
 
 def test_saved_adapter_reloads_and_generates(finished_run):
-    from llm_finetuning.model import ModelManager
     from llm_finetuning.rollout import SamplingSettings, generate_completions
+    from llm_finetuning.session import Session
 
     output_dir, _ = finished_run
     config = tiny_config(output_dir)
-    manager = ModelManager.load_for_inference(
-        config, output_dir / "grpo_saved_lora")
+    manager = Session.for_inference(config, output_dir / "grpo_saved_lora").manager
     question = [{"role": "user", "content": "What is 34 + 48?"}]
     (completion,), = generate_completions(manager.model, manager.tokenizer, [question],  # the working: ~28 tokens
                                          SamplingSettings(greedy=True, max_new_tokens=48))
@@ -210,13 +209,13 @@ def test_sft_from_a_trained_adapter_continues_from_its_weights(finished_run, tmp
 
 def test_sft_trainer_is_freed_after_the_phase(tmp_path):
     from llm_finetuning.data import load_sft_data
-    from llm_finetuning.model import ModelManager
     from llm_finetuning.reporting.run_outputs import MetricsWriter
+    from llm_finetuning.session import Session
     from llm_finetuning.session.plan import RunPlan
     from llm_finetuning.training.sft import SFTPhase
 
     config = tiny_config(tmp_path, "sft_training.max_steps=2")
-    manager = ModelManager(config)
+    manager = Session.open(config).manager
     manager.load()
     plan = RunPlan.resolve(config, manager.backend).with_model(config, manager.model)
     phase = SFTPhase(config, plan, manager, load_sft_data(config, manager.tokenizer), MetricsWriter(tmp_path / "m.jsonl"))

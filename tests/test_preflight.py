@@ -14,9 +14,8 @@ from conftest import TEST_SCHEDULE
 
 from llm_finetuning.data import load_grpo_data, load_sft_data
 from llm_finetuning.errors import PipelineError
-from llm_finetuning.model import ModelManager
 from llm_finetuning.rewards import build_rewards
-from llm_finetuning.rollout import EngineOwner
+from llm_finetuning.session import Session
 from llm_finetuning.training.preflight import grpo_lengths, longest_rows, run_preflight, sft_lengths
 
 
@@ -43,7 +42,7 @@ def loaded(tmp_path_factory):
     from conftest import SMALL_MODEL, demo_config
 
     config = demo_config(tmp_path_factory.mktemp("preflight"), *SMALL_MODEL, *TEST_SCHEDULE)
-    manager = ModelManager(config)
+    manager = Session.open(config).manager
     manager.load()
     return config, manager, load_sft_data(config, manager.tokenizer), load_grpo_data(config, manager.tokenizer)
 
@@ -65,7 +64,7 @@ def test_one_worst_case_step_per_phase_leaves_the_model_and_the_generators_as_th
     torch.manual_seed(123)
     before = _state()
     funcs, reward_weights = build_rewards(config.rewards, config.prompt)
-    sft, grpo = run_preflight(config, _plan(config, manager), manager, EngineOwner(config), sft_data, grpo_data, funcs,
+    sft, grpo = run_preflight(config, _plan(config, manager), manager, Session.open(config).engines, sft_data, grpo_data, funcs,
                               reward_weights)  # fmt: skip
     assert _state()[0] == before[0] and _state()[1] == before[1] and torch.equal(_state()[2], before[2])
     for name, p in manager.model.named_parameters():
@@ -92,7 +91,7 @@ def test_running_out_of_memory_in_the_preflight_is_one_line_naming_what_to_lower
 
     monkeypatch.setattr(SFTTrainer, "training_step", out_of_memory)
     with pytest.raises(PipelineError) as info:
-        run_preflight(config, _plan(config, manager), manager, EngineOwner(config), sft_data, None, [], [])
+        run_preflight(config, _plan(config, manager), manager, Session.open(config).engines, sft_data, None, [], [])
     message = str(info.value)
     assert message.startswith("preflight: CUDA out of memory in one SFT step on the longest SFT examples; lower ")
     assert "sft_training.per_device_train_batch_size" in message and "--no-preflight" in message

@@ -39,11 +39,11 @@ def test_the_run_learns_the_format_on_a_pretrained_model(run):
 def test_completions_stop_at_the_end_of_the_turn_and_keep_their_tags(run):
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data.processor import conversation
-    from llm_finetuning.model import ModelManager
     from llm_finetuning.rollout import SamplingSettings, generate_detailed
+    from llm_finetuning.session import Session
 
     config = PipelineConfig.from_yaml(run / "config.yaml")
-    manager = ModelManager.load_for_inference(config, run / "grpo_saved_lora")
+    manager = Session.for_inference(config, run / "grpo_saved_lora").manager
     try:
         assert manager.tokenizer.eos_token == "<|im_end|>"  # repaired: the converted tokenizer said <|im_start|>
         questions = [conversation(config.prompt.system_prompt, f"What is {a} + {b}?") for a, b in ((23, 45), (38, 17))]

@@ -145,14 +145,14 @@ def test_a_file_that_is_not_a_gguf_model_is_one_line(tmp_path, capsys):
 
 
 def test_an_adapter_of_another_base_model_with_the_same_rank_is_one_line(tmp_path, tiny_config):
-    from llm_finetuning.model import ModelManager
+    from llm_finetuning.session import Session
 
     lora = "model.lora={rank: 4, alpha: 8, target_modules: [q_proj, v_proj]}"
-    trained = ModelManager(tiny_config(lora, output_dir=tmp_path / "a"))
+    trained = Session.open(tiny_config(lora, output_dir=tmp_path / "a")).manager
     trained.load()
     trained.save_adapter(tmp_path / "adapter")
-    wider = ModelManager(tiny_config(lora, f"model.tiny.hidden_size={SMALL.hidden_size * 2}",
-                                     output_dir=tmp_path / "b"))  # fmt: skip
+    wider = Session.open(tiny_config(lora, f"model.tiny.hidden_size={SMALL.hidden_size * 2}",
+                                     output_dir=tmp_path / "b")).manager  # fmt: skip
     wider.load()
     with pytest.raises(ModelError, match="do not fit the base model") as refused:
         wider.load_adapter(tmp_path / "adapter")

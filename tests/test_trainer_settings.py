@@ -9,6 +9,7 @@ checks the same arguments against Unsloth's real compiled config class.
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -18,7 +19,7 @@ from conftest import plan_for
 from llm_finetuning.config import ConfigError, ModelConfig, PipelineConfig
 from llm_finetuning.errors import ModelError
 from llm_finetuning.model import get_backend
-from llm_finetuning.model.hardware import mixed_precision, optimizer, resolve_dtype
+from llm_finetuning.model.hardware import Precision, optimizer
 from llm_finetuning.training.arguments import (
     CISPO_EPSILON_HIGH,
     check_trainer_settings,
@@ -152,9 +153,9 @@ def test_an_8bit_optimizer_on_cuda_without_bitsandbytes_is_refused_before_anythi
 )
 def test_precision_on_cuda_follows_one_rule(cuda, dtype, lora, bf16_gpu, weights, flags):
     cuda(bf16=bf16_gpu)
-    model = ModelConfig(dtype=dtype, lora=ModelConfig().lora if lora else None)
-    assert resolve_dtype(model) == weights
-    assert (mixed_precision(model)["bf16"], mixed_precision(model)["fp16"]) == flags
+    precision = Precision.resolve(ModelConfig(dtype=dtype, lora=ModelConfig().lora if lora else None), cuda=True)
+    assert precision.weights == weights
+    assert (precision.bf16, precision.fp16) == flags
 
 
 @pytest.mark.parametrize(
@@ -172,19 +173,27 @@ def test_the_cpu_precision_rule(monkeypatch, cpu, dtype, lora, bf16_cpu, weights
     from llm_finetuning.model import hardware
 
     monkeypatch.setattr(hardware, "cpu_computes_bf16", lambda: bf16_cpu)
-    model = ModelConfig(dtype=dtype, lora=ModelConfig().lora if lora else None)
-    assert resolve_dtype(model) == weights
-    assert mixed_precision(model) == {"bf16": autocast, "fp16": False}
-    record = hardware.precision_record(model)
+    precision = Precision.resolve(ModelConfig(dtype=dtype, lora=ModelConfig().lora if lora else None), cuda=False)
+    assert precision.weights == weights
+    assert (precision.bf16, precision.fp16) == (autocast, False)
+    record = precision.record()
     assert (record["weights"], record["autocast"]) == (str(weights).removeprefix("torch."), "bf16" if autocast else None)
     assert record["reason"].startswith(reason)
 
 
 @pytest.mark.usefixtures("cpu_with_bf16")
-def test_the_unsloth_backend_gets_the_same_dtype_as_hf_not_its_own_choice():
-    from llm_finetuning.model.unsloth_backend import _unsloth_dtype
+def test_every_part_of_a_run_reads_the_one_precision_the_plan_decided():
+    """The plan decides the weights' dtype and the autocast once; the model manager, the engine owner and the
+    trainers' arguments are given it (no part asks the config and the device again)."""
+    from llm_finetuning.session import Session
 
-    assert _unsloth_dtype(ModelConfig(dtype="auto")) == torch.bfloat16 == resolve_dtype(ModelConfig(dtype="auto"))
+    config = PipelineConfig.from_dict({"model": {"model_name": "builtin:tiny-qwen3", "backend": "hf"}})
+    session = Session.open(config)
+    assert session.plan.precision.weights == torch.bfloat16 and session.plan.precision.bf16  # LoRA on a bf16 CPU
+    assert session.manager.precision is session.plan.precision
+    assert session.engines.dtype == "bfloat16"
+    arguments = sft_arguments(config, Path("out"), session.plan)
+    assert (arguments["bf16"], arguments["fp16"]) == (True, False)
 
 
 def _unsloth_engine_config(*overrides: str) -> PipelineConfig:

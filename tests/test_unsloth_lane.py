@@ -147,13 +147,13 @@ def test_an_adapter_trained_with_unsloth_loads_with_hf_and_gives_the_same_greedy
 
     from llm_finetuning.config import PipelineConfig
     from llm_finetuning.data.processor import conversation
-    from llm_finetuning.model import ModelManager
     from llm_finetuning.rollout import SamplingSettings, generate_completions
+    from llm_finetuning.session import Session
 
     assert "unsloth" not in sys.modules  # this side is plain transformers + peft
     run_dir = lane["root"] / "run"
     config = PipelineConfig.from_yaml(run_dir / "config.yaml", ["model.backend=hf"])
-    manager = ModelManager.load_for_inference(config, run_dir / "grpo_saved_lora")
+    manager = Session.for_inference(config, run_dir / "grpo_saved_lora").manager
     assert manager.backend.name == "hf"
     prompts = [conversation(config.prompt.system_prompt, question) for question in QUESTIONS]
     greedy = SamplingSettings(greedy=True, max_new_tokens=GREEDY_TOKENS)

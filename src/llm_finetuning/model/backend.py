@@ -24,12 +24,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..config import ModelConfig, PipelineConfig
 from ..errors import ModelError
 from ..runtime.hardware import Machine
 from .hardware import gradient_checkpointing, optimizer
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["Backend", "Rollouts"]
 
@@ -71,16 +74,18 @@ class Backend(ABC):
     # Loading and saving
 
     @abstractmethod
-    def load_trainable(self, model_config: ModelConfig, model_path: str) -> tuple[Any, Any]:
-        """Base model with LoRA adapters (or all weights trainable), and its tokenizer."""
+    def load_trainable(self, model_config: ModelConfig, model_path: str, dtype: torch.dtype) -> tuple[Any, Any]:
+        """Base model in ``dtype`` (the run's precision) with LoRA adapters (or all weights trainable), and its
+        tokenizer."""
 
     @abstractmethod
-    def load_inference(self, model_config: ModelConfig, base_path: str, adapter_path: Path) -> tuple[Any, Any]:
+    def load_inference(self, model_config: ModelConfig, base_path: str, adapter_path: Path,
+                       dtype: torch.dtype) -> tuple[Any, Any]:  # fmt: skip
         """Base model with a saved LoRA adapter applied (or a saved full model), and the tokenizer saved with it."""
 
     @abstractmethod
     def save_merged(self, model: Any, tokenizer: Any, model_config: ModelConfig, base_path: str,
-                    staging: Path) -> None:  # fmt: skip
+                    staging: Path, dtype: torch.dtype) -> None:  # fmt: skip
         """Write LoRA merged into 16-bit base weights into ``staging`` (loadable by plain transformers)."""
 
     def save_gguf(self, model: Any, tokenizer: Any, output: Path, quantization: str) -> list[Path]:

@@ -26,14 +26,15 @@ from __future__ import annotations
 import gc
 import importlib.util
 import logging
+from dataclasses import dataclass
 
 import torch
 
 from ..config import ConfigError, ModelConfig
 from ..runtime.heap import trim_heap
 
-__all__ = ["CPU_VLLM_MIN_PARAMETERS", "cpu_computes_bf16", "free_memory", "gradient_checkpointing", "mixed_precision",
-           "on_cuda", "optimizer", "precision_record", "resolve_dtype", "vllm_pays_off"]  # fmt: skip
+__all__ = ["CPU_VLLM_MIN_PARAMETERS", "Precision", "cpu_computes_bf16", "free_memory", "gradient_checkpointing",
+           "on_cuda", "optimizer", "vllm_pays_off"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -59,46 +60,53 @@ def cpu_computes_bf16() -> bool:
     return any(getattr(torch.cpu, check, lambda: False)() for check in checks)
 
 
-def resolve_dtype(model_config: ModelConfig) -> torch.dtype:
-    """``model.dtype`` as a torch dtype; ``auto``: bf16 on a CUDA GPU that has it (fp16 on older GPUs for LoRA),
-    bf16 for LoRA on a CPU that computes bf16, else fp32."""
-    if model_config.dtype != "auto":
-        return _DTYPES[model_config.dtype]
-    if not on_cuda():
-        return torch.bfloat16 if model_config.uses_lora and cpu_computes_bf16() else torch.float32
-    if torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    # fp16 weights cannot hold trainable full-fine-tuning parameters under AMP; LoRA keeps adapters in fp32.
-    return torch.float16 if model_config.uses_lora else torch.float32
+@dataclass(frozen=True)
+class Precision:
+    """The weights' dtype and the trainers' autocast, and why: decided once per run (``RunPlan.precision``) and
+    read by everything that loads the model, starts an engine or builds a trainer."""
 
+    weights: torch.dtype
+    bf16: bool  # the trainers' autocast flags
+    fp16: bool
+    reason: str
 
-def mixed_precision(model_config: ModelConfig) -> dict[str, bool]:
-    """The trainers' ``bf16``/``fp16`` autocast flags (Unsloth's compiled trainer applies the same rule on CUDA)."""
-    weights = resolve_dtype(model_config)
-    if not on_cuda():  # autocast where fp32 adapters meet bf16 weights; fp32 stays fp32
-        return {"bf16": weights == torch.bfloat16 and model_config.uses_lora, "fp16": False}
-    if weights == torch.bfloat16 and not model_config.uses_lora:
-        return {"bf16": False, "fp16": False}  # bf16 full fine-tuning updates the bf16 weights directly
-    bf16 = torch.cuda.is_bf16_supported() and weights != torch.float16
-    return {"bf16": bf16, "fp16": not bf16}
+    @classmethod
+    def resolve(cls, model_config: ModelConfig, cuda: bool) -> Precision:
+        """``model.dtype`` on this device (``cuda``: a CUDA GPU, else the CPU); ``auto``: bf16 on a CUDA GPU that
+        has it (fp16 on older GPUs for LoRA), bf16 for LoRA on a CPU that computes bf16, else fp32."""
+        lora, bf16_gpu = model_config.uses_lora, cuda and torch.cuda.is_bf16_supported()
+        if model_config.dtype != "auto":
+            weights, reason = _DTYPES[model_config.dtype], f"model.dtype: {model_config.dtype} was asked for"
+        elif cuda:
+            # fp16 weights cannot hold trainable full-fine-tuning parameters under AMP; LoRA keeps adapters in fp32
+            weights = torch.bfloat16 if bf16_gpu else torch.float16 if lora else torch.float32
+            reason = "auto: the GPU's 16-bit type" + ("" if weights != torch.float32 else
+                                                      ", fp32 master weights for full fine-tuning")  # fmt: skip
+        elif lora and cpu_computes_bf16():
+            weights, reason = torch.bfloat16, ("auto: this CPU computes bf16 natively; LoRA trains on bf16 "
+                                               "weights, its adapters in fp32")  # fmt: skip
+        else:
+            weights = torch.float32
+            reason = ("auto: full fine-tuning on a CPU keeps fp32 weights (bf16 would lose small updates)" if not lora
+                      else "auto: this CPU has no native bf16 arithmetic, so fp32")  # fmt: skip
+        if not cuda:  # autocast where fp32 adapters meet bf16 weights; fp32 stays fp32
+            bf16, fp16 = weights == torch.bfloat16 and lora, False
+        elif weights == torch.bfloat16 and not lora:
+            bf16, fp16 = False, False  # bf16 full fine-tuning updates the bf16 weights directly
+        else:
+            bf16 = bf16_gpu and weights != torch.float16
+            fp16 = not bf16
+        return cls(weights, bf16, fp16, reason)
 
+    @property
+    def weights_name(self) -> str:
+        """The weights' dtype as vLLM and ``summary.json`` name it (``bfloat16``)."""
+        return str(self.weights).removeprefix("torch.")
 
-def precision_record(model_config: ModelConfig) -> dict[str, str | None]:
-    """The weights' dtype and the autocast a run trains with, and why (``summary.json``'s ``precision``)."""
-    weights = str(resolve_dtype(model_config)).removeprefix("torch.")
-    flags = mixed_precision(model_config)
-    autocast = "bf16" if flags["bf16"] else "fp16" if flags["fp16"] else None
-    if model_config.dtype != "auto":
-        reason = f"model.dtype: {model_config.dtype} was asked for"
-    elif on_cuda():
-        reason = "auto: the GPU's 16-bit type" + ("" if weights != "float32" else ", fp32 master weights for full fine-tuning")
-    elif weights == "bfloat16":
-        reason = "auto: this CPU computes bf16 natively; LoRA trains on bf16 weights, its adapters in fp32"
-    elif not model_config.uses_lora:
-        reason = "auto: full fine-tuning on a CPU keeps fp32 weights (bf16 would lose small updates)"
-    else:
-        reason = "auto: this CPU has no native bf16 arithmetic, so fp32"
-    return {"weights": weights, "autocast": autocast, "reason": reason}
+    def record(self) -> dict[str, str | None]:
+        """``summary.json``'s ``precision``."""
+        autocast = "bf16" if self.bf16 else "fp16" if self.fp16 else None
+        return {"weights": self.weights_name, "autocast": autocast, "reason": self.reason}
 
 
 def vllm_pays_off(parameters: int | None, cuda: bool) -> tuple[bool, str]:

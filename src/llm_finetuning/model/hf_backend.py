@@ -24,7 +24,7 @@ import torch
 from ..config import ModelConfig, PipelineConfig
 from ..errors import ModelError
 from .backend import Backend, Rollouts
-from .hardware import gradient_checkpointing, resolve_dtype, vllm_pays_off
+from .hardware import gradient_checkpointing, vllm_pays_off
 from .shape import parameter_count
 
 __all__ = ["HFBackend", "load_hf_model", "load_hf_tokenizer", "load_kwargs"]
@@ -43,8 +43,8 @@ def load_hf_tokenizer(path: str | Path) -> Any:
         ) from None
 
 
-def load_kwargs(model_config: ModelConfig, cuda: bool) -> dict[str, Any]:
-    """``from_pretrained`` keywords: dtype; on CUDA this rank's GPU (``LOCAL_RANK``) and 4-bit if asked.
+def load_kwargs(model_config: ModelConfig, cuda: bool, dtype: torch.dtype) -> dict[str, Any]:
+    """``from_pretrained`` keywords: ``dtype``; on CUDA this rank's GPU (``LOCAL_RANK``) and 4-bit if asked.
 
     The device comes from the launch, not from ``torch.cuda.current_device()``, which is still GPU 0 for every
     rank until something sets it. Under DeepSpeed ZeRO-3 there is no device map: ``zero.Init`` places and
@@ -54,7 +54,7 @@ def load_kwargs(model_config: ModelConfig, cuda: bool) -> dict[str, Any]:
 
     from ..runtime.distributed import device_for, read_launch
 
-    kwargs: dict[str, Any] = {"dtype": resolve_dtype(model_config)}
+    kwargs: dict[str, Any] = {"dtype": dtype}
     if cuda:
         if not is_deepspeed_zero3_enabled():
             kwargs["device_map"] = {"": str(device_for(read_launch()))}
@@ -63,11 +63,11 @@ def load_kwargs(model_config: ModelConfig, cuda: bool) -> dict[str, Any]:
     return kwargs
 
 
-def load_hf_model(path: str | Path, model_config: ModelConfig, cuda: bool) -> Any:
-    """``AutoModelForCausalLM`` in the configured dtype, on this rank's GPU with ``cuda`` (4-bit if asked)."""
+def load_hf_model(path: str | Path, model_config: ModelConfig, cuda: bool, dtype: torch.dtype) -> Any:
+    """``AutoModelForCausalLM`` in ``dtype``, on this rank's GPU with ``cuda`` (4-bit if asked)."""
     from transformers import AutoModelForCausalLM
 
-    kwargs = load_kwargs(model_config, cuda)
+    kwargs = load_kwargs(model_config, cuda, dtype)
     try:
         return AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
     except (OSError, ValueError) as exc:
@@ -116,11 +116,11 @@ class HFBackend(Backend):
     engine_share_setting = "grpo_training.vllm_gpu_memory_utilization"
     engine_holds_training_weights = False
 
-    def load_trainable(self, model_config: ModelConfig, model_path: str) -> tuple[Any, Any]:
+    def load_trainable(self, model_config: ModelConfig, model_path: str, dtype: torch.dtype) -> tuple[Any, Any]:
         from peft import get_peft_model, prepare_model_for_kbit_training
 
         tokenizer = load_hf_tokenizer(model_path)
-        model = load_hf_model(model_path, model_config, self.machine.cuda)
+        model = load_hf_model(model_path, model_config, self.machine.cuda, dtype)
         checkpointing = gradient_checkpointing(model_config)
         if model_config.load_in_4bit:
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=checkpointing)
@@ -143,18 +143,19 @@ class HFBackend(Backend):
         return model, tokenizer
 
     def load_inference(
-        self, model_config: ModelConfig, base_path: str, adapter_path: Path
+        self, model_config: ModelConfig, base_path: str, adapter_path: Path, dtype: torch.dtype
     ) -> tuple[Any, Any]:
         from peft import PeftModel
 
+        cuda = self.machine.cuda
         if not (adapter_path / "adapter_config.json").is_file():  # a full or merged model save
-            return load_hf_model(adapter_path, model_config, self.machine.cuda).eval(), load_hf_tokenizer(adapter_path)
-        base = load_hf_model(base_path, model_config, self.machine.cuda)
+            return load_hf_model(adapter_path, model_config, cuda, dtype).eval(), load_hf_tokenizer(adapter_path)
+        base = load_hf_model(base_path, model_config, cuda, dtype)
         model = PeftModel.from_pretrained(base, str(adapter_path), is_trainable=False)
         return model.eval(), load_hf_tokenizer(adapter_path)
 
     def save_merged(
-        self, model: Any, tokenizer: Any, model_config: ModelConfig, base_path: str, staging: Path
+        self, model: Any, tokenizer: Any, model_config: ModelConfig, base_path: str, staging: Path, dtype: torch.dtype
     ) -> None:
         # Merge into a fresh, unquantised copy of the base so the training model stays usable (and a
         # 4-bit base still exports full-precision weights). The copy lives on the CPU while merging.
@@ -163,7 +164,7 @@ class HFBackend(Backend):
 
         adapter_dir = staging / "_adapter"
         model.save_pretrained(str(adapter_dir))
-        dtype = _export_dtype(model_config)
+        dtype = _export_dtype(model_config, dtype)
         base = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype)
         merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
         merged.save_pretrained(str(staging))
@@ -195,9 +196,8 @@ class HFBackend(Backend):
         return True if use_vllm is None else use_vllm
 
 
-def _export_dtype(model_config: ModelConfig) -> torch.dtype:
+def _export_dtype(model_config: ModelConfig, dtype: torch.dtype) -> torch.dtype:
     """16-bit for a model trained in 16 bits (or 4 bits); fp32 stays fp32 so the export matches bit for bit."""
-    dtype = resolve_dtype(model_config)
     if model_config.load_in_4bit and dtype == torch.float32:
         return torch.bfloat16
     return dtype

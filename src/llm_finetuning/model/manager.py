@@ -6,11 +6,11 @@ adapters (or makes every weight trainable when ``model.lora`` is null or disable
 our chat template. Saves are atomic (``adapters.atomic_directory``) and carry the tokenizer and
 ``chat_template.jinja``.
 
-    manager = ModelManager(cfg, backend)       # the run's backend; omitted, it is chosen here
+    manager = Session.open(cfg).manager        # the run's backend and precision (session/session.py)
     model, tokenizer = manager.load()          # trainable
     manager.save_adapter("outputs/sft/final")
     manager.free()
-    infer = ModelManager.load_for_inference(cfg, "outputs/sft/final")   # infer.model, infer.tokenizer
+    # a saved adapter for inference: Session.for_inference(cfg, "outputs/sft/final").manager
 
 What generates with the model is not the manager's: the generation engines are in ``rollout/``, and any
 vLLM engine (Unsloth's on the model included) is owned and torn down by ``rollout.EngineOwner``.
@@ -27,8 +27,7 @@ from ..config import PipelineConfig
 from ..errors import ModelError
 from .adapters import atomic_directory, recover_previous
 from .backend import Backend
-from .backends import choose_backend
-from .hardware import free_memory
+from .hardware import Precision, free_memory
 from .own_template import TemplateChoice, choose_template
 from .sources import BUILTIN_MODELS, base_model_path
 from .template import apply_chat_template_to
@@ -41,9 +40,9 @@ logger = logging.getLogger(__name__)
 class ModelManager:
     """Owns the model and tokenizer of one run; ``backend`` is the library that loads them (``.name``, ``.reason``)."""
 
-    def __init__(self, config: PipelineConfig, backend: Backend | None = None) -> None:
-        self.config = config
-        self.backend = backend or choose_backend(config.model)
+    def __init__(self, config: PipelineConfig, backend: Backend, precision: Precision) -> None:
+        self.config, self.precision = config, precision  # the run's (RunPlan.precision), decided once
+        self.backend = backend
         logger.info("model backend: %s (%s)", self.backend.name, self.backend.reason)
         self.model: Any = None
         self.tokenizer: Any = None
@@ -58,7 +57,7 @@ class ModelManager:
         """Load the base model with LoRA (or fully trainable) and the tokenizer with the chat template
         ``prompt.template_source`` chooses."""
         self.base_path = base_model_path(self.config)
-        model, tokenizer = self.backend.load_trainable(self.config.model, self.base_path)
+        model, tokenizer = self.backend.load_trainable(self.config.model, self.base_path, self.precision.weights)
         self.template = choose_template(tokenizer, self.config.prompt)
         logger.info("chat template: %s (%s)", self.template.source, self.template.reason)
         self.model, self.tokenizer = model, _prepare_tokenizer(model, tokenizer)
@@ -142,26 +141,16 @@ class ModelManager:
         self._require_loaded()
         with atomic_directory(path, kind="merged") as staging:
             if self.uses_lora:
-                self.backend.save_merged(self.model, self.tokenizer, self.config.model, self.base_path, staging)
+                self.backend.save_merged(self.model, self.tokenizer, self.config.model, self.base_path, staging,
+                                         self.precision.weights)  # fmt: skip
             else:
                 self.model.save_pretrained(str(staging))
                 self.tokenizer.save_pretrained(str(staging))
         logger.info("saved merged model to %s", path)
         return Path(path)
 
-    @classmethod
-    def load_for_inference(
-        cls, config: PipelineConfig, adapter_path: str | Path, backend: Backend | None = None
-    ) -> ModelManager:
-        """A manager holding base + saved adapter (or a saved full/merged model) in eval mode.
-
-        Use ``.model`` and ``.tokenizer``, then ``.free()``. The tokenizer and its chat template come from
-        the save; a deleted builtin base model is rebuilt from the config.
-        """
-        return cls(config, backend).load_saved(adapter_path)
-
     def load_saved(self, adapter_path: str | Path) -> ModelManager:
-        """This manager holding base + the save at ``adapter_path`` in eval mode (``load_for_inference``)."""
+        """This manager holding base + the save at ``adapter_path`` in eval mode (``Session.for_inference``)."""
         manager, config = self, self.config
         path = Path(adapter_path)
         recover_previous(path)
@@ -173,7 +162,8 @@ class ModelManager:
         is_adapter = (path / "adapter_config.json").is_file()
         manager.base_path = manager._inference_base_path(path) if is_adapter else str(path)
         try:
-            model, tokenizer = manager.backend.load_inference(config.model, manager.base_path, path)
+            model, tokenizer = manager.backend.load_inference(config.model, manager.base_path, path,
+                                                              self.precision.weights)  # fmt: skip
         except RuntimeError as exc:
             raise _misfit(path, manager.base_path, exc) from None
         manager.model, manager.tokenizer = (
@@ -203,7 +193,7 @@ class ModelManager:
 
     def _require_loaded(self) -> None:
         if self.model is None or self.tokenizer is None:
-            raise RuntimeError("ModelManager: call load() (or load_for_inference) first")
+            raise RuntimeError("ModelManager: call load() (or load_saved) first")
 
 
 def _saved_template(tokenizer: Any, config: PipelineConfig) -> Any:

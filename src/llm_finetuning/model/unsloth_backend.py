@@ -33,7 +33,6 @@ import torch
 from ..config import ConfigError, ModelConfig, PipelineConfig
 from ..errors import ModelError
 from .backend import Backend, Rollouts
-from .hardware import resolve_dtype
 
 __all__ = ["UnslothBackend", "import_unsloth"]
 
@@ -113,15 +112,15 @@ class UnslothBackend(Backend):
 
     # Loading and saving
 
-    def load_trainable(self, model_config: ModelConfig, model_path: str) -> tuple[Any, Any]:
+    def load_trainable(self, model_config: ModelConfig, model_path: str, dtype: torch.dtype) -> tuple[Any, Any]:
         fast = import_unsloth().FastLanguageModel
         checkpointing = "unsloth" if model_config.gradient_checkpointing else False
         lora = model_config.lora if model_config.uses_lora else None
         model, tokenizer = fast.from_pretrained(
             model_name=model_path,
             max_seq_length=model_config.max_seq_length,
-            dtype=_unsloth_dtype(model_config),
-            load_in_4bit=model_config.load_in_4bit,
+            dtype=dtype,  # the run's, passed explicitly: left to Unsloth (None), its CPU mode and the hf backend
+            load_in_4bit=model_config.load_in_4bit,  # would not load the same weights for dtype: auto
             full_finetuning=lora is None,
             fast_inference=self._engine_at_load(model_config),
             gpu_memory_utilization=model_config.gpu_memory_utilization,
@@ -148,14 +147,14 @@ class UnslothBackend(Backend):
         return model, tokenizer
 
     def load_inference(
-        self, model_config: ModelConfig, base_path: str, adapter_path: Path
+        self, model_config: ModelConfig, base_path: str, adapter_path: Path, dtype: torch.dtype
     ) -> tuple[Any, Any]:
         # Unsloth reads the base model from the adapter's adapter_config.json (base_path is not needed).
         fast = import_unsloth().FastLanguageModel
         model, tokenizer = fast.from_pretrained(
             model_name=str(adapter_path),
             max_seq_length=model_config.max_seq_length,
-            dtype=_unsloth_dtype(model_config),
+            dtype=dtype,
             load_in_4bit=model_config.load_in_4bit,
             fast_inference=self._engine_at_load(model_config),  # on only for a tool that generates on the engine
             gpu_memory_utilization=model_config.gpu_memory_utilization,
@@ -165,7 +164,7 @@ class UnslothBackend(Backend):
         return model, tokenizer
 
     def save_merged(
-        self, model: Any, tokenizer: Any, model_config: ModelConfig, base_path: str, staging: Path
+        self, model: Any, tokenizer: Any, model_config: ModelConfig, base_path: str, staging: Path, dtype: torch.dtype
     ) -> None:
         # Unsloth dequantises a 4-bit base before merging, so the export is 16-bit either way.
         model.save_pretrained_merged(str(staging), tokenizer, save_method="merged_16bit")
@@ -251,9 +250,3 @@ class UnslothBackend(Backend):
         if problem:
             raise ModelError(f"model.fast_inference: {problem}, or set fast_inference: false")
         return True
-
-
-def _unsloth_dtype(model_config: ModelConfig) -> torch.dtype:
-    """The project's dtype rule, passed explicitly: left to Unsloth (None), its CPU mode and the hf backend would
-    not load the same weights for ``dtype: auto``."""
-    return resolve_dtype(model_config)

@@ -12,7 +12,7 @@ and pays off (``hardware.vllm_pays_off``: on a CUDA GPU; on a CPU for a model of
 its start, about 8 s, 20 s with vLLM's import, costs less than it saves), else hf. Asking for ``vllm`` on a
 model that carries Unsloth's engine uses that engine: never a second one on the same GPU.
 
-    >>> engine, reason = open_engine("auto", manager, EngineOwner(config))                # doctest: +SKIP
+    >>> engine, reason = open_engine("auto", session.manager, session.engines)            # doctest: +SKIP
     >>> engine.generate([conversation], SamplingSettings(greedy=True, max_new_tokens=32))  # doctest: +SKIP
 """
 

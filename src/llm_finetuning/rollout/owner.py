@@ -15,7 +15,7 @@ A run (or a tool) makes one ``EngineOwner`` and asks it for every engine; it hol
 ``ready(model)`` is how a generation engine uses ours or TRL's: it wakes an engine TRL put to sleep, pushes the
 model's weights when they changed since the last push, and puts it back to sleep afterwards.
 
-    owner = EngineOwner(config)
+    owner = Session.open(config).engines              # the run's: its device and weights' dtype
     with owner.ready(manager.model, manager.base_path) as llm:   # started on first use
         outputs = llm.generate(requests, params)
     owner.shutdown()
@@ -53,9 +53,9 @@ class RunningEngine:
 class EngineOwner:
     """Holds the process's vLLM engine (ours, TRL's or Unsloth's) and ends it."""
 
-    def __init__(self, config: PipelineConfig, machine: Machine | None = None) -> None:
+    def __init__(self, config: PipelineConfig, machine: Machine, dtype: str) -> None:
         self.config = config
-        self.machine = machine or Machine.probe()  # the run's (Session.open's), or this one probed now
+        self.machine, self.dtype = machine, dtype  # the run's (Session.open's): its device and weights' dtype
         self.running: RunningEngine | None = None
 
     def adopt(self, llm: Any, kind: EngineKind) -> None:
@@ -70,7 +70,7 @@ class EngineOwner:
     def ready(self, model: Any, base_path: str) -> Iterator[Any]:
         """The engine to generate with ``model``'s current weights: ours is started on ``base_path`` if none runs."""
         if self.running is None:
-            self.running = RunningEngine(start_engine(self.config, base_path, self.machine.cuda), "ours")
+            self.running = RunningEngine(start_engine(self.config, base_path, self.machine.cuda, self.dtype), "ours")
         running = self.running
         llm = running.llm
         asleep = llm.llm_engine.is_sleeping()  # TRL's engine with vllm_enable_sleep_mode, between its rollouts

@@ -32,7 +32,6 @@ from ..errors import ModelError
 from ..model.hardware import (
     cuda_devices,
     free_memory,
-    resolve_dtype,
     vllm_device_arguments,
     vllm_kv_cache_arguments,
 )
@@ -48,9 +47,9 @@ logger = logging.getLogger(__name__)
 _LAUNCH_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-def engine_arguments(config: PipelineConfig, model_path: str) -> dict[str, Any]:
-    """``vllm.LLM`` keywords for the run's engine: the model's dtype and length, the hf backend's memory share."""
-    dtype = str(resolve_dtype(config.model)).removeprefix("torch.")
+def engine_arguments(config: PipelineConfig, model_path: str, dtype: str) -> dict[str, Any]:
+    """``vllm.LLM`` keywords for the run's engine: the training weights' ``dtype`` (the run's precision), the
+    model's length, the hf backend's memory share."""
     length = config.model.max_seq_length
     return {
         "model": model_path,
@@ -66,16 +65,16 @@ def engine_arguments(config: PipelineConfig, model_path: str) -> dict[str, Any]:
     }
 
 
-def start_engine(config: PipelineConfig, model_path: str, cuda: bool) -> Any:
-    """A ``vllm.LLM`` on ``model_path`` in this process, on the GPU with ``cuda`` (the caller pushes the weights
-    it should use)."""
+def start_engine(config: PipelineConfig, model_path: str, cuda: bool, dtype: str) -> Any:
+    """A ``vllm.LLM`` on ``model_path`` in this process, computing in ``dtype``, on the GPU with ``cuda`` (the
+    caller pushes the weights it should use)."""
     from vllm import LLM
 
     if not cuda:
         check_cpu_head_size(model_path)
     started = time.perf_counter()
     with single_process_launch(), preserved_process_state(), stdout_with_a_descriptor(), native_output_to_log():
-        llm = LLM(**engine_arguments(config, model_path))
+        llm = LLM(**engine_arguments(config, model_path, dtype))
     use_min_p_draws(llm)  # evaluation's min_p samples drawn among the kept tokens (vLLM's CPU build only)
     logger.info("vLLM engine on %s started in %.1fs", model_path, time.perf_counter() - started)
     return llm

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from ..model.hardware import empty_cuda_cache, resolve_dtype, vllm_device_arguments, vllm_kv_cache_arguments
+from ..model.hardware import empty_cuda_cache, vllm_device_arguments, vllm_kv_cache_arguments
 from ..runtime.logging_setup import libraries_verbose
 from ..runtime.trl_patches import replace_method
 from .min_p_draws import use_min_p_draws
@@ -61,7 +61,7 @@ def trl_engine_start(owner: EngineOwner, logprobs_mode: str | None) -> Iterator[
     # TRL passes no dtype, so vLLM would take the checkpoint's (fp32 for a converted GGUF: twice the weights'
     # memory, and on SmolLM2 256 against 462 tokens/s at large batches; at GRPO's 32 completions within noise):
     # the engine computes in the training weights' dtype, as ours does
-    overrides: dict[str, Any] = {"dtype": str(resolve_dtype(owner.config.model)).removeprefix("torch.")}
+    overrides: dict[str, Any] = {"dtype": owner.dtype}
     if logprobs_mode is not None:
         overrides["logprobs_mode"] = logprobs_mode
     device = vllm_device_arguments(sleep_mode=False)

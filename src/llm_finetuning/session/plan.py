@@ -26,7 +26,7 @@ from typing import Any
 from ..config import PipelineConfig
 from ..model import Backend
 from ..model.backend import Rollouts
-from ..model.hardware import precision_record
+from ..model.hardware import Precision
 from ..rollout import ROLLOUTS, ImportanceSampling, RolloutKind, importance_sampling
 from ..sandbox.confine import available_layers
 
@@ -45,7 +45,7 @@ class RunPlan:
     rollouts: Rollouts  # what GRPO generates with: generate, model_engine, trl_colocate or trl_server
     rollouts_reason: str
     importance: ImportanceSampling
-    precision: dict[str, Any]
+    precision: Precision
     reference: dict[str, str]
     cuda: bool  # the run trains on a CUDA GPU (else the CPU): what device-dependent steps ask, not torch again
     sandbox: dict[str, str]  # the kernel layers the verifier and reward workers confine themselves with
@@ -57,8 +57,9 @@ class RunPlan:
         """The decisions for ``config`` on this machine with ``backend``; a ConfigError where the config asks for
         what cannot work here (an importance-sampling correction no engine mode can give)."""
         rollouts, why = backend.choose_rollouts(config)
-        return cls(backend, rollouts, why, importance_sampling(config, ROLLOUTS[rollouts]), precision_record(config.model),
-                   reference_record(config), backend.machine.cuda, sandbox_layers())  # fmt: skip
+        cuda = backend.machine.cuda
+        return cls(backend, rollouts, why, importance_sampling(config, ROLLOUTS[rollouts]),
+                   Precision.resolve(config.model, cuda), reference_record(config), cuda, sandbox_layers())  # fmt: skip
 
     def with_model(self, config: PipelineConfig, model: Any) -> RunPlan:
         """The plan with what depends on the loaded ``model``: the shared-token passes of both phases."""
@@ -103,17 +104,19 @@ class RunPlan:
 
     def described(self) -> list[str]:
         """The decisions the console shows when the model has loaded."""
-        weights, autocast, why = self.precision["weights"], self.precision["autocast"] or "no", self.precision["reason"]
-        return [f"precision: {weights} weights, {autocast} autocast ({why})",
+        precision = self.precision
+        autocast = "bf16" if precision.bf16 else "fp16" if precision.fp16 else "no"
+        return [f"precision: {precision.weights_name} weights, {autocast} autocast ({precision.reason})",
                 f"GRPO rollouts: {self.rollouts} ({self.rollouts_reason})",
-                f"GRPO log-probs: shared prompt {self.shared_prompt.reason}; SFT: shared prefix {self.shared_prefix.reason}"]
+                f"GRPO log-probs: shared prompt {self.shared_prompt.reason}",
+                f"SFT: shared prefix {self.shared_prefix.reason}"]
 
     def record(self) -> dict[str, Any]:
         """The decisions as ``summary.json`` records them."""
         return {
             "backend": self.backend.name,
             "backend_reason": self.backend.reason,
-            "precision": self.precision,
+            "precision": self.precision.record(),
             "rollouts": {"engine": self.rollouts, "reason": self.rollouts_reason},
             "importance_sampling": self.importance.record(),
             "reference": self.reference,

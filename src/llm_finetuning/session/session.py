@@ -63,7 +63,15 @@ class Session:
         backend.prepare()  # Unsloth is imported here, before anything imports trl or transformers
         quiet_libraries(main=main)  # their bars and chatter off where they start (unless --verbose)
         plan = RunPlan.resolve(config, backend)  # once: rollouts, correction, precision, reference
-        return cls(config, plan, ModelManager(config, backend), EngineOwner(config, machine))
+        return cls(config, plan, ModelManager(config, backend, plan.precision),
+                   EngineOwner(config, machine, plan.precision.weights_name))  # fmt: skip
+
+    @classmethod
+    def for_inference(cls, config: PipelineConfig, saved: str | Path) -> Session:
+        """A session holding base + the save at ``saved`` (an adapter, or a full or merged model) in eval mode:
+        ``.manager.model`` and ``.manager.tokenizer``, then ``free()``. The tokenizer and its chat template come
+        from the save; a deleted builtin base model is rebuilt from the config."""
+        return cls.open(config).load(saved)
 
     @property
     def backend(self) -> Backend:

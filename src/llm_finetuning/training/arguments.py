@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import GRPOTrainingConfig, PipelineConfig, SFTTrainingConfig
-from ..model.hardware import mixed_precision, optimizer
+from ..model.hardware import optimizer
 from ..schema import ConfigError, closest
 from ..session.plan import RunPlan
 
@@ -93,7 +93,8 @@ def common_arguments(
         "use_cpu": not plan.cuda,
         "eval_strategy": "no",  # our own evaluation callback generates and grades; see training/grpo.py
         "optim": optimizer(section.optim, f"{phase}.optim"),
-        **mixed_precision(config.model),
+        "bf16": plan.precision.bf16,  # the run's precision (RunPlan), decided once
+        "fp16": plan.precision.fp16,
     }
 
 
