@@ -70,9 +70,9 @@ def test_each_rank_loads_onto_its_own_gpu(monkeypatch):
     monkeypatch.setenv("RANK", "2")
     monkeypatch.setenv("LOCAL_RANK", "2")
     model_config = ModelConfig(dtype="bfloat16")
-    assert hf_backend.load_kwargs(model_config, cuda=True)["device_map"] == {"": "cuda:2"}
+    assert hf_backend.load_kwargs(model_config, cuda=True, dtype=torch.bfloat16)["device_map"] == {"": "cuda:2"}
     monkeypatch.setattr("transformers.integrations.is_deepspeed_zero3_enabled", lambda: True)
-    assert "device_map" not in hf_backend.load_kwargs(model_config, cuda=True)  # ZeRO-3 places the weights itself
+    assert "device_map" not in hf_backend.load_kwargs(model_config, cuda=True, dtype=torch.bfloat16)  # ZeRO-3 places the weights itself
 
 
 def test_ranks_other_than_the_main_one_write_nothing(tmp_path):
