@@ -51,7 +51,7 @@ def test_the_checks_read_the_docs():
         ("`datasets.Dataset`, `os.fork`, `summary.json`, `model.generate()`", doc_names.missing_python, []),
         ("`grpo_training.oversamples`", doc_names.missing_config_keys, ["grpo_training.oversamples"]),
         ("`data.reasoning_gym.workings`", doc_names.missing_python, ["data.reasoning_gym.workings"]),
-        ("`grpo_training.oversample`, `data.reasoning_gym.working`, `grpo_training.trl.beta`",
+        ("`grpo_training.oversample`, `data.reasoning_gym.working`, `grpo_training.top_entropy_quantile`",
          doc_names.missing_config_keys, []),
         ("uv run python run_training.py --config tiny --skip-sfts", doc_names.missing_flags, ["--skip-sfts"]),
         ("uv run llm-finetune evaluat --k 4", doc_names.missing_flags, ["llm-finetune evaluat"]),

@@ -191,7 +191,7 @@ def test_a_head_size_vllms_cpu_attention_lacks_is_a_one_line_error(tiny_base, ti
     from llm_finetuning.rollout.start import start_engine
 
     with pytest.raises(ModelError, match=r"head sizes \[32, .*this model's is 16; use engine hf"):
-        start_engine(tiny_config(), str(tiny_base), cuda=False)  # the README suite's small model: 32 / 2 heads
+        start_engine(tiny_config(), str(tiny_base), cuda=False, dtype="float32")  # the README suite's small model: 32 / 2 heads
 
 
 def test_requests_beyond_the_kv_cache_wait_rather_than_preempt_one_another(loaded, manager, problems, monkeypatch):
