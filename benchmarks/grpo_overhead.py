@@ -65,8 +65,8 @@ def time_ours(config, manager, data, funcs, weights, output_dir: Path) -> list[f
     from llm_finetuning.session.plan import RunPlan
 
     plan = RunPlan.resolve(config, manager.backend).with_model(config, manager.model)
-    phase = GRPOPhase(config, plan, manager, EngineOwner(config, manager.backend.machine, manager.precision.weights_name), data, funcs, weights,
-                      MetricsWriter(output_dir / "metrics.jsonl"))  # fmt: skip
+    engines = EngineOwner(config, manager.backend.machine, manager.precision.weights_name)
+    phase = GRPOPhase(config, plan, manager, engines, data, funcs, weights, MetricsWriter(output_dir / "metrics.jsonl"))
     phase.callbacks.append(timer)
     phase.run()
     return timer.times

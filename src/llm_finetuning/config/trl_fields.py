@@ -99,10 +99,11 @@ class TRLSection:
         if name not in defaults:
             raise AttributeError(f"{type(self).__name__} has no field {name!r}, and TRL's {self.TRL_CLASS} neither")
         value = defaults[name]
-        if value is COMPUTED:
+        if value is COMPUTED:  # never for a field the pipeline reads before the backend: those have ours
             import trl
 
-            value = getattr(trl, self.TRL_CLASS).__dataclass_fields__[name].default
+            field = getattr(trl, self.TRL_CLASS).__dataclass_fields__[name]
+            value = field.default_factory() if field.default is dataclasses.MISSING else field.default
         return value
 
     def trl_settings(self) -> dict[str, Any]:
