@@ -15,7 +15,6 @@ import sys
 import tempfile
 from itertools import product
 from pathlib import Path
-from typing import get_args
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,14 +34,15 @@ def differences() -> list[dict]:
     torch.cuda.is_bf16_supported = lambda *args, **kwargs: True
 
     from llm_finetuning.config import PipelineConfig
-    from llm_finetuning.config.training import LossType
+    from llm_finetuning.config.trl_fields import trl_choices
     from llm_finetuning.model import get_backend
     from llm_finetuning.session.plan import RunPlan
     from llm_finetuning.training.arguments import GRPO_SETTINGS, grpo_arguments, trainer_settings
 
     found = []
     output = Path(tempfile.mkdtemp())
-    for loss_type, scale, engine in product(get_args(LossType), ("group", "none"), (False, True)):
+    losses = sorted(trl_choices("GRPOConfig", "loss_type"))  # every loss the installed trainer computes
+    for loss_type, scale, engine in product(losses, ("group", "none"), (False, True)):
         config = PipelineConfig.from_yaml(ROOT / "configs" / "default_config.yaml", [
             f"grpo_training.loss_type={loss_type}", f"grpo_training.scale_rewards={scale}",
             f"model.fast_inference={str(engine).lower()}", "grpo_training.optim=adamw_torch",
