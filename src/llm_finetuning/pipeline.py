@@ -50,7 +50,7 @@ from .session.resume import PhasesLeft, RunOptions
 from .session.run_files import check_processes, finish_outputs, start_outputs
 from .tasks import start_judges
 from .training.arguments import check_trainer_settings
-from .training.phase import save_weights
+from .training.phase import load_weights, save_weights
 
 __all__ = ["Run", "RunOptions", "run"]
 
@@ -179,8 +179,7 @@ class Run:
         if missing is not None and not adapter.is_dir():
             logger.warning("no adapter at %s: %s", adapter, missing)
             return
-        with distributed.full_weights(self.session.manager.model, modifier_rank=0):
-            self.session.manager.load_adapter(adapter)
+        load_weights(self.session.manager, adapter)
 
     def sft_data(self) -> Any:
         """The SFT dataset, loaded once (the preflight and SFT share it); the main process builds any cache first."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..config import PipelineConfig
 from ..model.card import CARD_FILE, model_card
+from ..reporting.run_memory import RunMemory
 from ..reporting.run_outputs import RunRecorder
 from ..reporting.trackers import Trackers
 from ..rollout.engines import HFEngine
@@ -31,7 +32,7 @@ class StageEvaluations:
     """Scores the model on the held-out problems and records what it scored (``evaluate``)."""
 
     def __init__(self, config: PipelineConfig, session: Any, judge: CompletionJudge, recorder: RunRecorder,
-                 trackers: Trackers, memory: Any) -> None:  # fmt: skip
+                 trackers: Trackers, memory: RunMemory) -> None:  # fmt: skip
         self.config, self.session, self.judge = config, session, judge
         self.recorder, self.trackers, self.memory = recorder, trackers, memory
         self.reported: Evaluator | None = None  # the problems every stage is scored on
@@ -49,14 +50,6 @@ class StageEvaluations:
         self.selector = Evaluator.for_selection(self.config, validation, self.judge, max_completion_length)
         _, reason = self.session.open_engine(trains=True)
         self.recorder.set(engine=self.session.engine.name, engine_reason=reason)
-
-    @property
-    def enabled(self) -> bool:
-        return self.reported is not None
-
-    @property
-    def scores_its_own_problems_in_grpo(self) -> bool:
-        return self.selector is not None
 
     def evaluate(self, stage: str, step: int, *, model: Any = None, during_grpo: bool = False) -> dict | None:
         """Score ``model`` (default: the manager's, its whole weights gathered under ZeRO-3) on every rank; return

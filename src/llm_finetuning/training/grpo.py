@@ -1,7 +1,7 @@
 """Phase 2, GRPO: sample a group of completions per prompt, score them with the rewards, reinforce the best.
 
-Rewards and weights come from the registry; sampling from the section's TRL sampling fields (``config.rollout_sampling``); what generates the rollouts is
-the run's plan (``RunPlan.rollouts``, the backend's choice: Unsloth's engine on the model, TRL's vLLM engine, or
+Rewards and weights come from the registry; sampling from the section's TRL sampling fields
+(``config.rollout_sampling``); what generates the rollouts is the run's plan (``RunPlan.rollouts``, the backend's choice: Unsloth's engine on the model, TRL's vLLM engine, or
 ``model.generate``). TRL's colocated engine on the hf backend is started with the log-prob mode the
 importance-sampling rule chose and handed to the run's ``EngineOwner`` (``rollout/trl.py``), so evaluations
 share it. The trainer is ours (``grpo_trainer.py``: what a step does beyond TRL's, hook by hook), given the
@@ -13,6 +13,7 @@ the best of them loaded (``training/selection.py``). Checkpoints go to ``<output
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 from typing import Any
@@ -23,14 +24,13 @@ from ..evaluation.judge import CompletionJudge
 from ..evaluation.stages import StageEvaluations
 from ..model import ModelManager
 from ..rollout import EngineOwner
-from ..runtime.distributed import full_weights
 from ..session.plan import RunPlan
 from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
 from .curriculum import Curriculum
 from .grpo_trainer import StepRecipe, grpo_trainer_class
 from .health import GRPOHealth
-from .phase import TrainingPhase, save_weights
+from .phase import TrainingPhase, load_weights, save_weights
 from .selection import GRPOWatch
 
 logger = logging.getLogger(__name__)
@@ -79,7 +79,8 @@ class GRPOPhase(TrainingPhase):
         finally:
             drop_reference_adapter(self.manager.model)  # not saved with the trained adapter
         if self.watch.best is not None:  # keep_best: the best of the evaluations' weights, not the last step's
-            result.settings["kept_step"] = self.watch.keep_best(result.steps, self.evaluations, self.load_weights)
+            load = functools.partial(load_weights, self.manager)
+            result.settings["kept_step"] = self.watch.keep_best(result.steps, self.evaluations, load)
         return result
 
     def started(self) -> None:
@@ -91,15 +92,12 @@ class GRPOPhase(TrainingPhase):
         if self.evaluate_first:
             self.evaluations.evaluate("after_sft", 0)
         self.watch = GRPOWatch.start_at(self.config, self.evaluations, self.start_adapter, self.run_id,
-                                        lambda folder: save_weights(self.manager, folder))  # fmt: skip
+                                        functools.partial(save_weights, self.manager))  # fmt: skip
 
     def evaluate(self, model: Any, step: int) -> None:
         """An evaluation during GRPO (greedy, metrics.jsonl only), and what the watch makes of it."""
         self.watch.observe(step, self.evaluations.evaluate(f"grpo_step_{step}", step, model=model, during_grpo=True))
 
-    def load_weights(self, adapter: Path) -> None:
-        with full_weights(self.manager.model, modifier_rank=0):
-            self.manager.load_adapter(adapter)
 
     def build_trainer(self) -> Any:
         from trl import GRPOConfig, GRPOTrainer  # after unsloth, when unsloth is the backend

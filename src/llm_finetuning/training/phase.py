@@ -149,6 +149,12 @@ def save_weights(manager: ModelManager, path: Path) -> None:
     barrier()
 
 
+def load_weights(manager: ModelManager, path: Path) -> None:
+    """A saved adapter into the model, on every rank (under ZeRO-3 into its gathered weights)."""
+    with full_weights(manager.model, modifier_rank=0):
+        manager.load_adapter(path)
+
+
 def release(trainer: Any) -> None:
     """Drop the trainer's references to optimizer, scheduler and data so they can be freed with it."""
     for attribute in ("optimizer", "lr_scheduler", "train_dataset", "eval_dataset", "callback_handler"):
