@@ -139,6 +139,18 @@ def test_cpu_runs_fp32_with_checkpointing_as_configured_and_without_vllm(tmp_pat
     assert hf.rollouts(config.with_overrides(["grpo_training.use_vllm=true", "grpo_training.vllm_mode=server"])) == "trl_server"
 
 
+def test_a_trl_field_the_pipeline_sets_from_elsewhere_is_refused_naming_where():
+    from llm_finetuning.schema import ConfigError
+    from llm_finetuning.training.arguments import check_trainer_settings
+
+    config = PipelineConfig.from_dict({"grpo_training": {"report_to": ["wandb"]}})
+    with pytest.raises(ConfigError, match=r"grpo_training.report_to: the pipeline sets it itself .*set report_to "
+                                          r"\(top level\)"):  # fmt: skip
+        check_trainer_settings(config, plan_for(config))
+    allowed = PipelineConfig.from_dict({"grpo_training": {"top_entropy_quantile": 0.2, "beta": 0.04}})
+    check_trainer_settings(allowed, plan_for(allowed))  # TRL's own, and one the pipeline reads: accepted
+
+
 def test_every_trl_field_a_section_sets_reaches_trl_and_ours_stay_ours(tmp_path):
     config = PipelineConfig.from_dict({"grpo_training": {"epsilon_high": 0.28, "warmup_steps": 0.2,
                                                          "top_entropy_quantile": 0.2},

@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 
 # Whole sections whose keys moved into another section under the same names.
 MOVED_SECTIONS = {"vllm_sampling": "grpo_training"}  # TRL's own sampling fields of GRPOConfig
-# Keys that moved (and the value they take there, where the meaning changed).
+# Single keys that moved to another section under another name.
 MOVED_KEYS = {
     ("grpo_training", "eval_steps"): ("evaluation", "grpo_every_steps"),  # ours, not TRL's (its eval loop)
 }
@@ -37,16 +37,16 @@ def migrated(raw: dict[str, Any]) -> dict[str, Any]:
             for key, value in body.pop("trl").items():
                 body[key] = value
                 moves.append(f"{section}.trl.{key} -> {section}.{key}")
+    for (section, key), (new_section, new_key) in MOVED_KEYS.items():
+        body = raw.get(section)
+        if isinstance(body, dict) and key in body:
+            raw.setdefault(new_section, {})[new_key] = body.pop(key)
+            moves.append(f"{section}.{key} -> {new_section}.{new_key}")
     grpo = raw.get("grpo_training")
-    if isinstance(grpo, dict):
-        for (section, key), (new_section, new_key) in MOVED_KEYS.items():
-            if key in grpo:
-                raw.setdefault(new_section, {})[new_key] = grpo.pop(key)
-                moves.append(f"{section}.{key} -> {new_section}.{new_key}")
-        if "eval_strategy" in grpo:  # "no" = no evaluations during GRPO
-            if grpo.pop("eval_strategy") in ("no", False):  # YAML 1.1 reads a bare no as false
-                raw.setdefault("evaluation", {})["grpo_every_steps"] = None
-            moves.append("grpo_training.eval_strategy -> evaluation.grpo_every_steps (null = none)")
+    if isinstance(grpo, dict) and "eval_strategy" in grpo:  # "no" = no evaluations during GRPO
+        if grpo.pop("eval_strategy") in ("no", False):  # YAML 1.1 reads a bare no as false
+            raw.setdefault("evaluation", {})["grpo_every_steps"] = None
+        moves.append("grpo_training.eval_strategy -> evaluation.grpo_every_steps (null = none)")
     if moves:
         logger.warning("config: keys of an earlier layout moved (%s); update the file to silence this",
                        "; ".join(moves))  # fmt: skip

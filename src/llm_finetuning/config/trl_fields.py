@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..schema import ConfigError, closest
+from ..schema import ConfigError, build_dataclass, closest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,8 +118,6 @@ class TRLSection:
     @classmethod
     def of(cls, **settings: Any) -> Any:
         """The section from keyword arguments, ours and TRL's alike (as a YAML section reads)."""
-        from ..schema import build_dataclass
-
         return build_dataclass(cls, settings, path=cls.__name__)
 
     @classmethod
@@ -146,39 +144,32 @@ def split_section(cls: type, raw: dict[str, Any], own: set[str], path: str) -> d
             match = closest(str(key), set(own) - {"trl"} | set(trl_names))
             hint = f"did you mean {match}?" if match else f"see TRL's {cls.TRL_CLASS}"
             raise ConfigError(f"{path}.{key}: unknown key, ours or TRL's {cls.TRL_CLASS}'s; {hint}")
-        passed[key] = _typed(value, trl_names[key], cls.OUR_DEFAULTS.get(key), f"{path}.{key}")
+        passed[key] = _typed(value, _trl_fields(cls.TRL_CLASS)[key][2], f"{path}.{key}")
     return {**ours, "trl": passed}
 
 
-def _typed(value: Any, trl_default: Any, ours: OurDefault | None, path: str) -> Any:
-    """``value`` checked against the type of the field's default where that is a bool, a number or a string (a
-    YAML 1.1 string such as ``1e-5`` read as the number it means); TRL checks the rest when the trainer is built."""
-    default = ours.value if ours is not None and ours.value is not None else trl_default
-    if value is None or default is None or default is COMPUTED or isinstance(default, (list, dict, tuple)):
+def _typed(value: Any, annotation: str, path: str) -> Any:
+    """``value`` checked against TRL's annotation where that is a plain bool, int, float or str (a YAML 1.1 string
+    such as ``1e-5`` read as the number it means); TRL checks the rest (unions, lists, mappings) itself."""
+    kinds = {"bool": (bool,), "int": (int,), "float": (int, float), "str": (str,)}
+    (kind, *others) = [part.strip() for part in annotation.split("|") if part.strip() != "None"] or ["None"]
+    if value is None or others or kind not in kinds:
         return value
-    if isinstance(default, bool):
-        fits = isinstance(value, bool)
-    elif isinstance(default, (int, float)):
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                pass
-        fits = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if fits and isinstance(default, float) else value
-        if fits and not math.isfinite(value):  # .inf and .nan parse as floats; no setting means them
-            raise ConfigError(f"{path}: must be a finite number, got {value!r}")
-    else:
-        fits = isinstance(value, str)
-    if not fits:
-        kind = type(default).__name__
+    if kind == "float" and isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if not isinstance(value, kinds[kind]) or (kind != "bool" and isinstance(value, bool)):
         raise ConfigError(f"{path}: expected {kind} (TRL's type), got {value!r} ({type(value).__name__})")
+    if isinstance(value, float) and not math.isfinite(value):  # .inf and .nan parse as floats; no setting means
+        raise ConfigError(f"{path}: must be a finite number, got {value!r}")  # them
     return value
 
 
 def trl_defaults(class_name: str) -> dict[str, Any]:
     """Every field of the installed TRL's ``class_name`` with its default (``COMPUTED`` where TRL computes it)."""
-    return {name: default for name, (default, _) in _trl_fields(class_name).items()}
+    return {name: default for name, (default, _, _) in _trl_fields(class_name).items()}
 
 
 def trl_help(class_name: str, name: str) -> str:
@@ -200,13 +191,13 @@ def trl_choices(class_name: str, name: str) -> frozenset[str]:
 
 
 @functools.cache
-def _trl_fields(class_name: str) -> dict[str, tuple[Any, str]]:
-    """Every field of ``class_name`` with its default and help, read from the source of the class and its bases:
+def _trl_fields(class_name: str) -> dict[str, tuple[Any, str, str]]:
+    """Every field of ``class_name`` with its default, help and annotation (as written), read from the source of the class and its bases:
     the nearest declaration wins, as in the dataclass."""
     chain = [(_package_root("transformers") / "training_args.py", "TrainingArguments"),
              (_package_root("trl") / "trainer" / "base_config.py", "_BaseConfig"),
              (_config_source(class_name), class_name)]  # fmt: skip
-    fields: dict[str, tuple[Any, str]] = {}
+    fields: dict[str, tuple[Any, str, str]] = {}
     for source, name in chain:
         fields.update(_declared_fields(source, name))
     return fields
@@ -227,10 +218,11 @@ def _package_root(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _declared_fields(source: Path, class_name: str) -> dict[str, tuple[Any, str]]:
+def _declared_fields(source: Path, class_name: str) -> dict[str, tuple[Any, str, str]]:
     tree = ast.parse(source.read_text(encoding="utf-8"))
     body = next(node.body for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name)
-    return {statement.target.id: _default_and_help(statement.value) for statement in body
+    return {statement.target.id: (*_default_and_help(statement.value), ast.unparse(statement.annotation))
+            for statement in body
             if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)}  # fmt: skip
 
 
