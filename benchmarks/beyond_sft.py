@@ -71,7 +71,7 @@ def run_training(config: Path, output_dir: Path, seed: int, flags: list[str], se
     """``run_training.py`` in a child process; its wall seconds. Raises on failure."""
     command = [sys.executable, str(ROOT / "run_training.py"), "--config", str(config), "--output-dir",
                str(output_dir), *flags]  # fmt: skip
-    for item in [f"seed={seed}", f"data.seed={seed}", *sets]:
+    for item in [f"seed={seed}", *sets]:
         command += ["--set", item]
     started = time.perf_counter()
     subprocess.run(command, cwd=ROOT, check=True)

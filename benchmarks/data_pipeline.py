@@ -57,7 +57,7 @@ def main() -> None:
         tokenizer = tokenizer_for(config.replace(output_dir=output_dir))
         spec = config.data.grpo
         clock = time.perf_counter()
-        raw = DatasetLoader(spec, config.data.seed, synthetic=config.data.synthetic).load()
+        raw = DatasetLoader(spec, config.problem_seed, synthetic=config.data.synthetic).load()
         generate = time.perf_counter() - clock
         rounds = [DatasetProcessor(config, tokenizer).grpo_dataset(raw, spec) for _ in range(args.rounds)]
     totals = [sum(data.seconds.values()) for data in rounds]

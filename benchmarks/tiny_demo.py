@@ -3,7 +3,7 @@
     uv run python benchmarks/tiny_demo.py --seeds 0,1,2 [--output-dir outputs/tiny_bench] [--runs 2]
                                          [-- extra run_training.py arguments]
 
-For each seed S it runs ``run_training.py --config configs/tiny.yaml --set seed=S --set data.seed=S`` as a
+For each seed S it runs ``run_training.py --config configs/tiny.yaml --set seed=S`` as a
 child process in a fresh output dir (so the tiny base model is built too), takes the child's wall time and
 peak RSS, and reads its ``summary.json``. Then it scores the trained model twice on the same held-out
 problems, greedy: as trained (working-out, then answer) and with the working-out cut short (the answer tags
@@ -36,7 +36,7 @@ def run_once(output_dir: Path, seed: int, extra: list[str]) -> tuple[float, floa
     CPU seconds (user + system) barely move when other processes share the cores; wall time does."""
     shutil.rmtree(output_dir, ignore_errors=True)
     command = [sys.executable, "run_training.py", "--config", str(CONFIG), "--output-dir", str(output_dir),
-               "--set", f"seed={seed}", "--set", f"data.seed={seed}", *extra]  # fmt: skip
+               "--set", f"seed={seed}", *extra]  # fmt: skip
     started = time.perf_counter()
     child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage (ru_maxrss in KiB on Linux)
@@ -164,7 +164,7 @@ def _cell(value: float) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", default="0", help="comma-separated seeds: seed and data.seed of each run")
+    parser.add_argument("--seeds", default="0", help="comma-separated seeds: the seed of each run")
     parser.add_argument("--output-dir", type=Path, default=ROOT / "outputs" / "tiny_bench")
     parser.add_argument("--runs", type=int, default=1, help="runs per seed; 2 also checks that a seed repeats")
     parser.add_argument("extra", nargs="*", help="extra run_training.py arguments (after --)")

@@ -46,7 +46,7 @@ def test_overrides_parse_yaml_scalars():
 def test_a_config_of_the_earlier_layout_loads_with_one_line_naming_what_moved(tmp_path, caplog):
     path = tmp_path / "c.yaml"  # a bare `no` is YAML 1.1's false: read as the word it was
     path.write_text("grpo_training:\n  eval_strategy: no\n  eval_steps: 7\n  trl: {top_entropy_quantile: 0.2}\n"
-                    "vllm_sampling:\n  min_p: 0.0\n  temperature: 0.9\n")
+                    "vllm_sampling:\n  min_p: 0.0\n  temperature: 0.9\nmodel:\n  random_state: 5\n")
     with caplog.at_level("WARNING", logger="llm_finetuning.config.migrate"):
         config = PipelineConfig.from_yaml(path)
     assert config.evaluation.grpo_every_steps is None  # eval_strategy: no wins over eval_steps
@@ -55,12 +55,22 @@ def test_a_config_of_the_earlier_layout_loads_with_one_line_naming_what_moved(tm
     (record,) = caplog.records
     assert "vllm_sampling.min_p -> grpo_training.min_p" in record.message and "\n" not in record.message
     assert "grpo_training.trl.top_entropy_quantile -> grpo_training.top_entropy_quantile" in record.message
+    assert "model.random_state removed: the adapter is initialised from seed" in record.message
     steps = PipelineConfig.from_dict({"grpo_training": {"eval_steps": 7}})
     assert steps.evaluation.grpo_every_steps == 7
     caplog.clear()
     with caplog.at_level("WARNING", logger="llm_finetuning.config.migrate"):
         PipelineConfig.from_yaml(CONFIGS / "tiny.yaml")
     assert not caplog.records  # the shipped configs are in today's layout
+
+
+def test_one_seed_makes_the_problems_unless_data_seed_pins_them():
+    config = PipelineConfig.from_dict({"seed": 5})
+    assert (config.data.seed, config.problem_seed) == (None, 5)
+    assert config.with_overrides(["seed=9"]).problem_seed == 9  # followed after a reload, not frozen at 5
+    pinned = config.with_overrides(["data.seed=7"])
+    assert (pinned.problem_seed, pinned.with_overrides(["seed=9"]).problem_seed) == (7, 7)
+    assert "random_state" not in {f.name for f in dataclasses.fields(config.model)}
 
 
 def test_a_trl_field_keeps_trls_default_unless_ours_says_why():

@@ -71,6 +71,19 @@ def test_lora_trains_a_fraction_and_the_tokenizer_is_ready_for_generation(output
     assert manager.tokenizer.chat_template.startswith("{%- set system_prompt")
 
 
+def test_the_runs_seed_initialises_the_adapter_and_nothing_else_does(output_dir):
+    def adapter_a(config: PipelineConfig) -> torch.Tensor:
+        model = loaded(config).model
+        return torch.cat([p.detach().flatten() for n, p in model.named_parameters() if "lora_A" in n])
+
+    config = tiny_config(output_dir)
+    first = adapter_a(config)
+    torch.manual_seed(123)  # the caller's random state does not reach the adapter's initialisation
+    assert torch.equal(first, adapter_a(config))
+    assert not torch.equal(first, adapter_a(config.with_overrides(["seed=1"])))
+    assert torch.equal(first, adapter_a(config.with_overrides(["data.seed=1"])))  # the problems' seed alone
+
+
 @pytest.mark.parametrize(
     "lora", [LORA, {**LORA, "modules_to_save": ["embed_tokens"]}], ids=["lora", "lora+embed"]
 )

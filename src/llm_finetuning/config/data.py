@@ -223,7 +223,10 @@ class DataConfig:
     numeric_answers_only: bool = option(
         True, "SFT: keep only examples whose answer is a number (Unsloth's recipe)"
     )
-    seed: int = option(3407, "shuffle and split seed")
+    seed: int | None = option(
+        None, "the problems' seed: which problems are generated, their order and the validation split; null = the "
+        "run's seed (set it to keep the problems while seed changes the training's draws)",
+    )
     num_proc: int | None = option(None, "worker processes for map() on large datasets")
 
     def __post_init__(self) -> None:

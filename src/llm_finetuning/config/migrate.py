@@ -19,6 +19,10 @@ MOVED_SECTIONS = {"vllm_sampling": "grpo_training"}  # TRL's own sampling fields
 MOVED_KEYS = {
     ("grpo_training", "eval_steps"): ("evaluation", "grpo_every_steps"),  # ours, not TRL's (its eval loop)
 }
+# Keys that are gone, with what does their job now.
+REMOVED_KEYS = {
+    ("model", "random_state"): "the adapter is initialised from seed, the run's one seed",
+}
 
 
 def migrated(raw: dict[str, Any]) -> dict[str, Any]:
@@ -42,12 +46,17 @@ def migrated(raw: dict[str, Any]) -> dict[str, Any]:
         if isinstance(body, dict) and key in body:
             raw.setdefault(new_section, {})[new_key] = body.pop(key)
             moves.append(f"{section}.{key} -> {new_section}.{new_key}")
+    for (section, key), instead in REMOVED_KEYS.items():
+        body = raw.get(section)
+        if isinstance(body, dict) and key in body:
+            del body[key]
+            moves.append(f"{section}.{key} removed: {instead}")
     grpo = raw.get("grpo_training")
     if isinstance(grpo, dict) and "eval_strategy" in grpo:  # "no" = no evaluations during GRPO
         if grpo.pop("eval_strategy") in ("no", False):  # YAML 1.1 reads a bare no as false
             raw.setdefault("evaluation", {})["grpo_every_steps"] = None
         moves.append("grpo_training.eval_strategy -> evaluation.grpo_every_steps (null = none)")
     if moves:
-        logger.warning("config: keys of an earlier layout moved (%s); update the file to silence this",
+        logger.warning("config: keys of an earlier layout moved or removed (%s); update the file to silence this",
                        "; ".join(moves))  # fmt: skip
     return raw

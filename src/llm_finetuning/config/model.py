@@ -83,7 +83,6 @@ class ModelConfig:
         True, "trade compute for memory, on a GPU or a CPU (unsloth uses its own variant); a phase's own "
         "sft_training/grpo_training.gradient_checkpointing overrides it there (hf backend)",
     )
-    random_state: int = option(3407, "seed for adapter initialisation")
     lora: LoraSettings | None = option(factory=LoraSettings, help="null = full fine-tuning")
     tiny: TinyModelSettings = option(factory=TinyModelSettings, help="used only for builtin:tiny-qwen3")
 

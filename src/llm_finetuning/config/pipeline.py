@@ -110,7 +110,10 @@ class PipelineConfig:
     """The whole run: every section above plus where outputs go."""
 
     output_dir: str = option("outputs", "checkpoints, logs, metrics, plots and the final adapter")
-    seed: int = option(3407, "global seed (torch, python, data)")
+    seed: int = option(
+        3407, "the run's one seed: torch and python, sampling, the adapter's initialisation, and the problems unless "
+        "data.seed is set",
+    )
     report_to: str | list[str] = option(
         "none",
         "experiment trackers, one or a list of what transformers reports to (tensorboard, wandb, trackio, mlflow, "
@@ -186,6 +189,11 @@ class PipelineConfig:
     def tracker_run_name(self) -> str:
         """The run's name in the trackers: ``run_name``, else the output folder's name."""
         return self.run_name or Path(self.output_dir).resolve().name
+
+    @property
+    def problem_seed(self) -> int:
+        """The seed the problems are made, ordered and split with: ``data.seed``, else the run's ``seed``."""
+        return self.seed if self.data.seed is None else self.data.seed
 
     @property
     def rollout_sampling(self) -> VLLMSamplingConfig:

@@ -1,7 +1,7 @@
 """The data layer: load datasets (Hub, local files, or generated problems) and shape them for SFT and GRPO.
 
 loader.py     DatasetLoader(spec, seed, synthetic, reasoning_gym).load() -> datasets.Dataset;
-              DatasetLoader.for_data(spec, config.data)
+              DatasetLoader.for_data(spec, config)
 formats.py    one adapter per schema (openmathreasoning, dapo, gsm8k, math, numina, columns, synthetic,
               reasoning_gym)
 processor.py  DatasetProcessor(config, tokenizer).sft_dataset(raw, spec) / .grpo_dataset(raw, spec) -> GRPOData;

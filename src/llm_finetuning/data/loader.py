@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..config import DataConfig, DatasetSpec, ReasoningGymConfig, SyntheticDataConfig
+from ..config import DatasetSpec, PipelineConfig, ReasoningGymConfig, SyntheticDataConfig
 from ..errors import DataError
 from ..tasks import gym
 from ..tasks.gym_rows import generate_task_rows
@@ -88,9 +88,10 @@ class DatasetLoader:
         self.reasoning_gym = reasoning_gym or ReasoningGymConfig()
 
     @classmethod
-    def for_data(cls, spec: DatasetSpec, data: DataConfig) -> DatasetLoader:
-        """The loader of one of the config's datasets: its seed and generator settings."""
-        return cls(spec, data.seed, synthetic=data.synthetic, reasoning_gym=data.reasoning_gym)
+    def for_data(cls, spec: DatasetSpec, config: PipelineConfig) -> DatasetLoader:
+        """The loader of one of the config's datasets: the problems' seed and the generator settings."""
+        data = config.data
+        return cls(spec, config.problem_seed, synthetic=data.synthetic, reasoning_gym=data.reasoning_gym)
 
     def load(self) -> Dataset:
         """The rows of the dataset, shuffled with the seed and capped at ``max_samples``."""

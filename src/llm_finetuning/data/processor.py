@@ -18,7 +18,7 @@ held-out problems, which the percentile rule does not thin (they are a fixed eva
 leaves less than ``max_completion_length`` of ``max_seq_length``.
 
     processor = DatasetProcessor(cfg, tokenizer)               # tokenizer.chat_template already set
-    sft = processor.sft_dataset(DatasetLoader.for_data(cfg.data.sft, cfg.data).load(), cfg.data.sft)
+    sft = processor.sft_dataset(DatasetLoader.for_data(cfg.data.sft, cfg).load(), cfg.data.sft)
     grpo = processor.grpo_dataset(raw, cfg.data.grpo)          # GRPOData(train, validation, ...)
 """
 
@@ -210,7 +210,7 @@ class DatasetProcessor:
         n_train = len(rows) if share >= 1 else max(1, round(len(rows) * share))
         if n_train == len(rows):
             return rows, None
-        order = np.random.default_rng(self.config.data.seed).permutation(len(rows))
+        order = np.random.default_rng(self.config.problem_seed).permutation(len(rows))
         return rows.select(np.sort(order[:n_train])), rows.select(np.sort(order[n_train:]))
 
 
@@ -322,12 +322,12 @@ def load_grpo_data(config: PipelineConfig, tokenizer: Any) -> GRPOData:
     """The config's GRPO dataset loaded and shaped: what GRPO trains on, and the held-out problems every
     evaluation (the pipeline's, ``evaluate``'s default, ``debug_grpo.py``'s) is scored on."""
     spec = config.data.grpo
-    raw = DatasetLoader.for_data(spec, config.data).load()
+    raw = DatasetLoader.for_data(spec, config).load()
     return DatasetProcessor(config, tokenizer).grpo_dataset(raw, spec)
 
 
 def load_sft_data(config: PipelineConfig, tokenizer: Any) -> Dataset:
     """The config's SFT dataset loaded and shaped into prompt/completion conversations."""
     spec = config.data.sft
-    raw = DatasetLoader.for_data(spec, config.data).load()
+    raw = DatasetLoader.for_data(spec, config).load()
     return DatasetProcessor(config, tokenizer).sft_dataset(raw, spec)

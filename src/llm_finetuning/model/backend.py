@@ -74,9 +74,10 @@ class Backend(ABC):
     # Loading and saving
 
     @abstractmethod
-    def load_trainable(self, model_config: ModelConfig, model_path: str, dtype: torch.dtype) -> tuple[Any, Any]:
-        """Base model in ``dtype`` (the run's precision) with LoRA adapters (or all weights trainable), and its
-        tokenizer."""
+    def load_trainable(self, model_config: ModelConfig, model_path: str, dtype: torch.dtype,
+                       seed: int) -> tuple[Any, Any]:
+        """Base model in ``dtype`` (the run's precision) with LoRA adapters initialised from ``seed`` (or all
+        weights trainable), and its tokenizer."""
 
     @abstractmethod
     def load_inference(self, model_config: ModelConfig, base_path: str, adapter_path: Path,

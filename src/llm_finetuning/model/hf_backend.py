@@ -116,7 +116,8 @@ class HFBackend(Backend):
     engine_share_setting = "grpo_training.vllm_gpu_memory_utilization"
     engine_holds_training_weights = False
 
-    def load_trainable(self, model_config: ModelConfig, model_path: str, dtype: torch.dtype) -> tuple[Any, Any]:
+    def load_trainable(self, model_config: ModelConfig, model_path: str, dtype: torch.dtype,
+                       seed: int) -> tuple[Any, Any]:
         from peft import get_peft_model, prepare_model_for_kbit_training
 
         tokenizer = load_hf_tokenizer(model_path)
@@ -129,10 +130,8 @@ class HFBackend(Backend):
         if not model_config.uses_lora:
             model.requires_grad_(True)
             return model, tokenizer
-        with torch.random.fork_rng(
-            devices=[]
-        ):  # adapter init seeded by model.random_state, caller RNG untouched
-            torch.manual_seed(model_config.random_state)
+        with torch.random.fork_rng(devices=[]):  # the adapter initialised from the run's seed, caller RNG untouched
+            torch.manual_seed(seed)
             try:
                 tied = bool(getattr(model.config, "tie_word_embeddings", False))
                 model = get_peft_model(model, lora_config(model_config, tied))

@@ -57,7 +57,8 @@ class ModelManager:
         """Load the base model with LoRA (or fully trainable) and the tokenizer with the chat template
         ``prompt.template_source`` chooses."""
         self.base_path = base_model_path(self.config)
-        model, tokenizer = self.backend.load_trainable(self.config.model, self.base_path, self.precision.weights)
+        model, tokenizer = self.backend.load_trainable(self.config.model, self.base_path, self.precision.weights,
+                                                      self.config.seed)
         self.template = choose_template(tokenizer, self.config.prompt)
         logger.info("chat template: %s (%s)", self.template.source, self.template.reason)
         self.model, self.tokenizer = model, _prepare_tokenizer(model, tokenizer)

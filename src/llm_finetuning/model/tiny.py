@@ -69,7 +69,7 @@ def build_tiny_for_run(config: PipelineConfig) -> Path:
     """
     from ..data.synthetic import tokenizer_corpus
 
-    corpus = tokenizer_corpus(config.data.synthetic, config.data.seed, config.prompt)
+    corpus = tokenizer_corpus(config.data.synthetic, config.problem_seed, config.prompt)
     return build_tiny_base(
         config.model.tiny, config.prompt, corpus, config.output_dir, config.model.max_seq_length
     )

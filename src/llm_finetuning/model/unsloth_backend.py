@@ -112,7 +112,8 @@ class UnslothBackend(Backend):
 
     # Loading and saving
 
-    def load_trainable(self, model_config: ModelConfig, model_path: str, dtype: torch.dtype) -> tuple[Any, Any]:
+    def load_trainable(self, model_config: ModelConfig, model_path: str, dtype: torch.dtype,
+                       seed: int) -> tuple[Any, Any]:
         fast = import_unsloth().FastLanguageModel
         checkpointing = "unsloth" if model_config.gradient_checkpointing else False
         lora = model_config.lora if model_config.uses_lora else None
@@ -126,7 +127,7 @@ class UnslothBackend(Backend):
             gpu_memory_utilization=model_config.gpu_memory_utilization,
             max_lora_rank=lora.rank if lora else 64,
             use_gradient_checkpointing=checkpointing,
-            random_state=model_config.random_state,
+            random_state=seed,  # the run's seed initialises the adapter
         )
         if lora is None:
             return model, tokenizer
@@ -140,7 +141,7 @@ class UnslothBackend(Backend):
             lora_dropout=lora.dropout,
             bias="none",
             use_gradient_checkpointing=checkpointing,
-            random_state=model_config.random_state,
+            random_state=seed,  # the run's seed initialises the adapter
             modules_to_save=list(lora.modules_to_save) or None,
             ensure_weight_tying=True if tied else None,  # None: Unsloth's own rule
         )

@@ -42,7 +42,7 @@ def load_raw(config: PipelineConfig, spec: DatasetSpec) -> Any:
 
     if _blank_file(Path(spec.name).expanduser()):  # datasets raises a bare StopIteration on these
         raise DataError(f"{spec.name}: the file is empty; point --data at a file with one problem per row")
-    raw = DatasetLoader.for_data(spec, config.data).load()
+    raw = DatasetLoader.for_data(spec, config).load()
     if len(raw) == 0:
         raise DataError(f"{spec.name}: no rows; point --data at a file with one problem per row")
     resolve_adapter(spec, raw.column_names)  # a DataError naming the missing columns
