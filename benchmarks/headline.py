@@ -62,8 +62,9 @@ def _stages(summary: dict) -> dict:
             for stage, values in summary["eval"].items() if values}  # fmt: skip
 
 
-def _record(seed: int, command: list[str]) -> dict:
-    shown = " ".join(["uv run python" if c == sys.executable else c for c in command]).replace(f"{ROOT}/", "")
+def _record(seed: int, command: list[str], runner: str = "uv run python") -> dict:
+    """The run's provenance; ``runner`` is how a user starts the interpreter it ran in (its extras)."""
+    shown = " ".join([runner if c == sys.executable else c for c in command]).replace(f"{ROOT}/", "")
     return {"seed": seed, "commit": commit(), "machine": machine(), "command": shown}
 
 
@@ -84,7 +85,7 @@ def run_real(seed: int) -> dict:
     settings = [item for pair in REAL_SEEDS[seed] for item in ("--set", pair)]
     command = [sys.executable, "benchmarks/real_model_learning.py", "--config", "configs/smollm2.yaml",
                "--output-dir", str(output), *settings]  # fmt: skip
-    record = _record(seed, command)
+    record = _record(seed, command, runner="uv run --extra real-model python")
     done = subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True)
     figures = done.stdout[done.stdout.rindex("\n{\n") + 1 :]  # printed last, after the run's own output
     return real_run(record, output, json.loads(figures))
