@@ -232,7 +232,7 @@ def test_resume_never_continues_an_earlier_runs_checkpoints(runs, tmp_path):
     assert (tmp_path / "previous_run" / "grpo" / "checkpoint-6").is_dir()  # the earlier run's, set aside
 
 
-def test_ctrl_c_outside_a_training_phase_is_one_line_and_exit_130(tmp_path):
+def test_ctrl_c_outside_a_training_phase_says_so_and_how_to_resume_and_exits_130(tmp_path):
     import signal
 
     overrides = [arg for item in SCHEDULE for arg in ("--set", item)]
@@ -257,7 +257,10 @@ def test_ctrl_c_outside_a_training_phase_is_one_line_and_exit_130(tmp_path):
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr[-3000:]
-    assert "Traceback" not in stderr and "Resume with:" in stderr.strip().splitlines()[-1]
+    assert "Traceback" not in stderr
+    said, resume = stderr.strip().splitlines()[-2:]  # two lines: what happened, then the command
+    assert said == "interrupted outside a training phase; every save made so far is intact"
+    assert resume.startswith("Resume with: ") and "--resume" in resume
     assert json.loads((tmp_path / "summary.json").read_text())["complete"] is False
 
 

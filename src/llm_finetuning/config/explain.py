@@ -72,13 +72,14 @@ def _lines(section: Any, prefix: str) -> Iterator[str]:
 def _trl_lines(section: Any, prefix: str) -> Iterator[str]:
     """The TRL fields a section sets (ours by default, or the config's), each with TRL's help; then a line for
     every other field of TRL's class."""
-    from .trl_fields import trl_defaults, trl_help
+    from .trl_fields import trl_annotation, trl_help
 
     trl_class = section.TRL_CLASS
-    defaults = trl_defaults(trl_class)
     for name, value in section.trl_settings().items():
         ours = section.OUR_DEFAULTS.get(name)
-        kind = type(value if value is not None else defaults[name]).__name__
+        kind = trl_annotation(trl_class, name)
+        if value is None and "None" not in kind:  # ours: null = a rule of ours (the reason says which)
+            kind = f"{kind} | None"
         why = f" [TRL's field; our default {ours.value!r}: {ours.why}]" if ours else " [TRL's field]"
         yield f"{prefix}{name}: {kind} = {value!r}  # {_first_sentence(trl_help(trl_class, name))}{why}"
     example = {"SFTConfig": "neftune_noise_alpha: 5", "GRPOConfig": "top_entropy_quantile: 0.2"}[trl_class]

@@ -177,6 +177,11 @@ def trl_help(class_name: str, name: str) -> str:
     return " ".join(_trl_fields(class_name)[name][1].split())
 
 
+def trl_annotation(class_name: str, name: str) -> str:
+    """TRL's annotation of one field, as written in its source (``float | None``)."""
+    return _trl_fields(class_name)[name][2]
+
+
 @functools.cache
 def trl_choices(class_name: str, name: str) -> frozenset[str]:
     """The words the installed TRL's trainer compares a string field with (``loss_type``: its losses): TRL checks
