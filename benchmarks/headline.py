@@ -5,11 +5,14 @@ sentences README.md quotes and the tables of docs/benchmarks.md are rendered fro
 
     uv run python benchmarks/headline.py tiny --seeds 0,1,2                    # about 10 minutes on 2 cores
     uv run --extra real-model python benchmarks/headline.py real --seeds 0,1,2  # about 25 minutes a seed
+    uv run --extra real-model python benchmarks/headline.py speed --seeds 0     # about 12 minutes, after real
     uv run python benchmarks/headline.py render --write                         # the docs' blocks from the file
 
 ``tiny`` runs ``run_training.py --config configs/tiny.yaml --set seed=S`` (the demo);
 ``real`` runs ``benchmarks/real_model_learning.py`` on ``configs/smollm2.yaml`` with each seed's settings
-(``REAL_SEEDS``: seed 1 repeats seed 0's problems with its own random draws, seed 2 moves the problems too). A
+(``REAL_SEEDS``: seed 1 repeats seed 0's problems with its own random draws, seed 2 moves the problems too);
+``speed`` runs ``benchmarks/real_model.py`` from the SFT adapter of the real model's seed S: SFT and GRPO steps of
+the pipeline against bare TRL's defaults at equal work, two rounds alternating which side runs first. A
 seed measured again replaces its earlier run; every run records its own commit, machine and command, and the
 docs name them.
 """
@@ -30,7 +33,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "headline.json"
 OUTPUTS = ROOT / "outputs" / "headline"
-DOCS = {"README.md": ("tiny-readme", "real-readme"), "docs/benchmarks.md": ("tiny-table", "real-table")}
+DOCS = {"README.md": ("tiny-readme", "real-readme"),
+        "docs/benchmarks.md": ("tiny-table", "real-table", "speed-table")}  # fmt: skip
+SPEED_SETTINGS = ["--steps", "6", "--rounds", "2", "--set", "grpo_training.oversample=1"]  # equal prompts a step
+SIDES = ("trl defaults", "ours")
 REAL_SEEDS = {  # the settings of each seed of the real model (docs/benchmarks.md says why)
     0: [],
     1: ["seed=1", "data.reasoning_gym.seed=1"],
@@ -99,7 +105,27 @@ def real_run(record: dict, output: Path, figures: dict) -> dict:
             "evaluation_share": figures["evaluation share of wall"]}  # fmt: skip
 
 
-PARTS = {"tiny": run_tiny, "real": run_real}
+def run_speed(seed: int) -> dict:
+    """SFT and GRPO steps of the pipeline against bare TRL's defaults (``benchmarks/real_model.py``), from the SFT
+    adapter ``real`` trained for ``seed``."""
+    adapter = OUTPUTS / f"smollm2-{seed}" / "sft" / "final"
+    command = [sys.executable, "benchmarks/real_model.py", "--config", "configs/smollm2.yaml", "--adapter",
+               str(adapter), *SPEED_SETTINGS]  # fmt: skip
+    record = _record(seed, command, runner="uv run --extra real-model python")
+    done = subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True)
+    figures = json.loads(done.stdout[done.stdout.rindex("\n{\n") + 1 :])
+    rounds = len(figures["grpo"][SIDES[0]])
+    return {**record, "rounds": [
+        {"sft": {side: {key: figures["sft"][side][index][key] for key in ("tokens/s", "median step (s)")}
+                 for side in SIDES},
+         "grpo": {side: {"median step (s)": figures["grpo"][side][index]["median step (s)"],
+                         "generation (s)": figures["grpo"][side][index]["split (s)"].get("generation", 0.0),
+                         "peak RSS (GB)": figures["grpo"][side][index]["RSS at step ends, peak (GB)"]}
+                  for side in SIDES}}
+        for index in range(rounds)]}  # fmt: skip
+
+
+PARTS = {"tiny": run_tiny, "real": run_real, "speed": run_speed}
 
 
 def measure(results: dict, part: str, seeds: list[int]) -> None:
@@ -158,6 +184,8 @@ def render(results: dict) -> dict[str, str]:
             f"{_span(gains(real, 'sampled_answer_accuracy'))} sampled on {n} seeds ({_provenance(real)})."
         )
         blocks["real-table"] = _table(real, "min")
+    if speed := results.get("speed"):
+        blocks["speed-table"] = _speed_table(speed["runs"][-1])
     return {name: text + "\n" for name, text in blocks.items()}
 
 
@@ -178,6 +206,26 @@ def _table(part: dict, wall_unit: str) -> str:
     if len(greedy) > 1:
         rows.append(f"| mean | | | {statistics.mean(greedy):+.1f} / {statistics.mean(sampled):+.1f} | | |"
                     + (" |" if share else ""))  # fmt: skip
+    return "\n".join(rows)
+
+
+def _speed_table(run: dict) -> str:
+    """Each round's SFT tokens/s and GRPO seconds a step, both sides, and how many times faster ours ran."""
+    heading = (f"Measured at commit {run['commit']} on {run['machine']}, from seed {run['seed']}'s SFT adapter: "
+               f"`{run['command']}`.")
+    rows = [heading, "", "| phase, round | TRL's defaults | ours | ours, × TRL's speed |", "|---|---|---|---|"]
+    order = ["TRL first", "ours first"]
+    for index, both in enumerate(run["rounds"]):
+        trl, ours = (both["sft"][side] for side in SIDES)
+        rows.append(f"| SFT, {index} ({order[index % 2]}) | {trl['tokens/s']} tokens/s ({trl['median step (s)']} s "
+                    f"a step) | {ours['tokens/s']} ({ours['median step (s)']} s) | "
+                    f"**{ours['tokens/s'] / trl['tokens/s']:.2f}** |")  # fmt: skip
+    for index, both in enumerate(run["rounds"]):
+        trl, ours = (both["grpo"][side] for side in SIDES)
+        rows.append(f"| GRPO, {index} ({order[index % 2]}) | {trl['median step (s)']} s a step (generation "
+                    f"{trl['generation (s)']} s; peak {trl['peak RSS (GB)']} GB) | {ours['median step (s)']} s "
+                    f"({ours['generation (s)']} s; {ours['peak RSS (GB)']} GB) | "
+                    f"**{trl['median step (s)'] / ours['median step (s)']:.2f}** |")  # fmt: skip
     return "\n".join(rows)
 
 
