@@ -37,7 +37,7 @@ def test_check_estimates_each_phase_for_the_gpu_size_given_and_names_the_first_c
     fits = memory_rows(config, "80GiB")
     assert fits[0][0] == "GPU memory (80 GiB, unsloth)"
     assert [value.split(":")[0] for _, value in fits] == ["sft", "grpo", "fits"]
-    small = memory_rows(config.with_overrides(["model.gpu_memory_utilization=0.9"]), "8GiB")
+    small = memory_rows(config.with_overrides(["grpo_training.vllm_gpu_memory_utilization=0.9"]), "8GiB")
     assert small[-1][1].startswith("does not fit; first change: --set ")
     (bad,) = memory_rows(config, "lots")
     assert bad == ("GPU memory (estimate)", "--gpu-memory 'lots': give a size such as 24GiB, 80GB or 16 (GiB)")

@@ -199,13 +199,13 @@ def test_seeded_sampling_on_hf_repeats_and_leaves_trainings_random_state_alone(t
     (True, "hf", False),  # generates with model.generate
     (True, "auto", True),  # may generate on Unsloth's engine: as configured
 ])  # fmt: skip
-def test_a_tool_loads_the_fast_inference_engine_only_to_generate_on_it(tiny_config, generates, engine, loads_engine):
+def test_a_tool_loads_unsloths_engine_only_to_generate_on_it(tiny_config, generates, engine, loads_engine):
     from llm_finetuning.tools.common import load_model
 
-    config = tiny_config("model.fast_inference=true", f"evaluation.engine={engine}")
+    config = tiny_config(f"evaluation.engine={engine}")
     loaded = load_model(config, None, generates=generates)
-    try:
-        assert loaded.config.model.fast_inference is loads_engine
+    try:  # use_vllm, the run's engine choice: null lets Unsloth build its engine with the model
+        assert loaded.config.grpo_training.use_vllm is (None if loads_engine else False)
         assert (loaded.engine is not None) is generates
     finally:
         loaded.free()

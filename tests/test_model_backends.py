@@ -20,8 +20,9 @@ from llm_finetuning.model.unsloth_backend import UnslothBackend
 from llm_finetuning.runtime.hardware import vllm_problem
 
 
-def _engine_wanted(model_config: ModelConfig) -> bool:
-    return UnslothBackend()._engine_at_load(model_config)
+def _engine_wanted(model_config: ModelConfig, use_vllm: bool | None = None) -> bool:
+    return UnslothBackend()._engine_at_load(PipelineConfig(model=model_config).with_overrides(
+        [f"grpo_training.use_vllm={'null' if use_vllm is None else str(use_vllm).lower()}"]))
 
 
 @pytest.fixture
@@ -95,14 +96,15 @@ def test_asking_for_unsloth_when_it_is_missing_names_the_install_command(monkeyp
 
 
 @pytest.mark.parametrize(
-    ("fast_inference", "cuda", "engine"), [(True, True, True), (True, False, False), (False, True, False)]
+    ("use_vllm", "cuda", "engine"), [(None, True, True), (True, True, True), (None, False, False), (False, True, False)]
 )
-def test_unsloth_starts_a_vllm_engine_only_on_cuda(monkeypatch, fast_inference, cuda, engine):
+def test_unsloth_starts_a_vllm_engine_only_on_cuda_and_only_if_use_vllm_allows(monkeypatch, use_vllm, cuda, engine):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    assert UnslothBackend().fast_inference(ModelConfig(fast_inference=fast_inference)) is engine
-    config = PipelineConfig(model=ModelConfig(fast_inference=fast_inference))
+    config = PipelineConfig().with_overrides([f"grpo_training.use_vllm={'null' if use_vllm is None else use_vllm}"])
+    assert UnslothBackend().has_engine(config) is engine
     # GRPO generates on the model's engine exactly when the engine starts
     assert UnslothBackend().rollouts(config) == ("model_engine" if engine else "generate")
+
 
 
 def _vllm_installed(monkeypatch, version: str | None, cpu_build: str | None = None) -> None:
@@ -166,15 +168,15 @@ def _installed(distribution: str) -> str | None:
 
 
 @pytest.mark.usefixtures("no_cuda")
-def test_fast_inference_is_turned_off_without_cuda_with_a_one_line_notice(monkeypatch, caplog):
+def test_unsloths_engine_is_left_out_without_cuda_with_a_one_line_notice(monkeypatch, caplog):
     _vllm_installed(monkeypatch, "0.31.0")
     with caplog.at_level(logging.WARNING, logger="llm_finetuning.model.unsloth_backend"):
-        assert _engine_wanted(ModelConfig(fast_inference=True)) is False
-        assert _engine_wanted(ModelConfig(fast_inference=False)) is False
+        assert _engine_wanted(ModelConfig()) is False
+        assert _engine_wanted(ModelConfig(), use_vllm=False) is False
     (notice,) = caplog.messages
     assert notice == (
-        "model.fast_inference: off, no CUDA GPU (vLLM 0.31.0 is installed but cannot load without a CUDA driver); "
-        "GRPO generates with model.generate"
+        "grpo_training.use_vllm: null, and Unsloth's vLLM engine cannot start: no CUDA GPU (vLLM 0.31.0 is installed "
+        "but cannot load without a CUDA driver); GRPO generates with model.generate"
     )
 
 
@@ -186,27 +188,30 @@ def test_fast_inference_is_turned_off_without_cuda_with_a_one_line_notice(monkey
         (LoraSettings(modules_to_save=["embed_tokens"]), "Unsloth's vLLM engine does not support model.lora.modules_to_save"),
     ],
 )
-def test_fast_inference_is_turned_off_where_unsloth_refuses_an_engine(monkeypatch, caplog, lora, refusal):
-    # Unsloth raises NotImplementedError for fast_inference with full fine-tuning or modules_to_save: both
-    # are combinations the defaults produce (fast_inference is on by default), so the engine goes off with a notice
+def test_unsloths_engine_is_left_out_where_unsloth_refuses_it(monkeypatch, caplog, lora, refusal):
+    # Unsloth raises NotImplementedError for fast_inference with full fine-tuning or modules_to_save: both are
+    # combinations the defaults produce (use_vllm: null wants the engine on a GPU), so it goes off with a notice
     _vllm_installed(monkeypatch, "0.31.0")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    model = ModelConfig(fast_inference=True, lora=lora)
+    model = ModelConfig(lora=lora)
     with caplog.at_level(logging.WARNING, logger="llm_finetuning.model.unsloth_backend"):
         assert _engine_wanted(model) is False
-    assert caplog.messages == [f"model.fast_inference: off, {refusal}; GRPO generates with model.generate"]
-    assert UnslothBackend().fast_inference(model) is False
+    notice = f"grpo_training.use_vllm: null, and Unsloth's vLLM engine cannot start: {refusal}; GRPO generates with "
+    assert caplog.messages == [notice + "model.generate"]
+    assert UnslothBackend().has_engine(PipelineConfig(model=model)) is False
     assert UnslothBackend().rollouts(PipelineConfig(model=model)) == "generate"  # GRPO does not expect it either
+    with pytest.raises(ModelError, match="use_vllm: true, but Unsloth's vLLM engine cannot start here"):
+        _engine_wanted(model, use_vllm=True)
 
 
-def test_fast_inference_on_cuda_without_vllm_is_a_one_line_error(monkeypatch):
+def test_unsloths_engine_on_cuda_without_vllm_is_a_one_line_error(monkeypatch):
     _vllm_installed(monkeypatch, None)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     with pytest.raises(ModelError) as info:
-        _engine_wanted(ModelConfig(fast_inference=True))
+        _engine_wanted(ModelConfig())
     assert str(info.value) == (
-        "model.fast_inference: vLLM is not installed; install the gpu extra (uv sync --extra gpu), "
-        "or set fast_inference: false"
+        "grpo_training.use_vllm: vLLM is not installed; install the gpu extra (uv sync --extra gpu), "
+        "or set use_vllm: false"
     )
 
 

@@ -171,7 +171,8 @@ def test_trls_engine_on_the_hf_backend_gets_its_own_memory_share_and_the_model_l
     from trl import GRPOConfig
 
     config = PipelineConfig.from_dict({"model": {"max_seq_length": 1024}, "grpo_training": {"use_vllm": True}})
-    assert config.model.gpu_memory_utilization == 0.7
+    assert config.grpo_training.vllm_gpu_memory_utilization is None  # one field, each engine's own default
+    assert config.grpo_training.engine_memory_share(holds_training_weights=True) == 0.7
     grpo = grpo_arguments(config, tmp_path, plan_for(config, "hf"), 64, [1.0])
     assert grpo["vllm_gpu_memory_utilization"] == 0.3 == GRPOConfig.vllm_gpu_memory_utilization
     assert grpo["vllm_max_model_length"] == 1024

@@ -45,7 +45,7 @@ def differences() -> list[dict]:
     for loss_type, scale, engine in product(losses, ("group", "none"), (False, True)):
         config = PipelineConfig.from_yaml(ROOT / "configs" / "default_config.yaml", [
             f"grpo_training.loss_type={loss_type}", f"grpo_training.scale_rewards={scale}",
-            f"model.fast_inference={str(engine).lower()}", "grpo_training.optim=adamw_torch",
+            f"grpo_training.use_vllm={str(engine).lower()}", "grpo_training.optim=adamw_torch",
         ])  # fmt: skip
         weights = [spec.weight for spec in config.rewards.rewards]
         unsloth_plan = RunPlan.resolve(config, get_backend("unsloth"))

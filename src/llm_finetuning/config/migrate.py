@@ -18,6 +18,7 @@ MOVED_SECTIONS = {"vllm_sampling": "grpo_training"}  # TRL's own sampling fields
 # Single keys that moved to another section under another name.
 MOVED_KEYS = {
     ("grpo_training", "eval_steps"): ("evaluation", "grpo_every_steps"),  # ours, not TRL's (its eval loop)
+    ("model", "gpu_memory_utilization"): ("grpo_training", "vllm_gpu_memory_utilization"),  # one memory share
 }
 # Keys that are gone, with what does their job now.
 REMOVED_KEYS = {
@@ -51,6 +52,11 @@ def migrated(raw: dict[str, Any]) -> dict[str, Any]:
         if isinstance(body, dict) and key in body:
             del body[key]
             moves.append(f"{section}.{key} removed: {instead}")
+    model = raw.get("model")
+    if isinstance(model, dict) and "fast_inference" in model:  # the engine choice is use_vllm's alone now
+        if model.pop("fast_inference") is False:
+            raw.setdefault("grpo_training", {}).setdefault("use_vllm", False)
+        moves.append("model.fast_inference -> grpo_training.use_vllm (false stays false; true is null's choice)")
     grpo = raw.get("grpo_training")
     if isinstance(grpo, dict) and "eval_strategy" in grpo:  # "no" = no evaluations during GRPO
         if grpo.pop("eval_strategy") in ("no", False):  # YAML 1.1 reads a bare no as false

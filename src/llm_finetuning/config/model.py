@@ -74,8 +74,6 @@ class ModelConfig:
     )
     max_seq_length: int = option(2048, "longest prompt + completion the model will see")
     load_in_4bit: bool = option(False, "4-bit quantised base (CUDA only)")
-    fast_inference: bool = option(True, "unsloth: start a vLLM engine for GRPO generation")
-    gpu_memory_utilization: float = option(0.7, "share of GPU memory vLLM may take")
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = option(
         "auto", "auto = bf16 on capable CUDA, else fp32"
     )
@@ -88,11 +86,6 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         require(self.max_seq_length > 0, "max_seq_length", f"must be > 0 (got {self.max_seq_length})")
-        require(
-            0 < self.gpu_memory_utilization <= 1,
-            "gpu_memory_utilization",
-            f"must be in (0, 1] (got {self.gpu_memory_utilization})",
-        )
         require(
             not (self.load_in_4bit and not self.uses_lora),
             "load_in_4bit",

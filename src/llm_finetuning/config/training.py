@@ -6,7 +6,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..schema import option, require
-from .trl_fields import GRPO_DEFAULTS, SFT_DEFAULTS, OurDefault, TRLSection, trl_choices
+from .trl_fields import GRPO_DEFAULTS, SFT_DEFAULTS, OurDefault, TRLSection, trl_choices, trl_defaults
+
+# Unsloth's engine holds the training weights too, so it may take most of the GPU (Unsloth's notebooks' value).
+SHARED_WEIGHTS_ENGINE_SHARE = 0.7
 
 TRL_HELP = ("TRL's fields this section sets, written in the section by their own names (e.g. beta: 0.04); "
             "filled by the loader")  # fmt: skip
@@ -162,13 +165,19 @@ class GRPOTrainingConfig(TRLSection):
             f"cispo caps the importance weight at epsilon_high itself, so {self.epsilon_high} caps every weight "
             "below 1; use 4-8 (the ScaleRL paper) or null (5.0)",
         )
-        require(
-            0 < self.vllm_gpu_memory_utilization <= 1,
-            "vllm_gpu_memory_utilization",
-            f"must be in (0, 1] (got {self.vllm_gpu_memory_utilization})",
-        )
+        share = self.vllm_gpu_memory_utilization
+        require(share is None or 0 < share <= 1, "vllm_gpu_memory_utilization",
+                f"must be in (0, 1], or null for the engine's own default (got {share})")
         _check_vllm_server(self)
         self.sampling()  # its own rules
+
+    def engine_memory_share(self, holds_training_weights: bool) -> float:
+        """The share of the GPU a vLLM engine may take: ``vllm_gpu_memory_utilization``, or when null 0.7 for an
+        engine that holds the training weights (Unsloth's) and TRL's default for one that holds a second copy."""
+        if self.vllm_gpu_memory_utilization is not None:
+            return self.vllm_gpu_memory_utilization
+        return SHARED_WEIGHTS_ENGINE_SHARE if holds_training_weights else trl_defaults(self.TRL_CLASS)[
+            "vllm_gpu_memory_utilization"]
 
     def sampling(self) -> VLLMSamplingConfig:
         """How the rollouts sample: TRL's temperature, top_p, top_k and min_p of this section."""

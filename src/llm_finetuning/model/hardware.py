@@ -138,7 +138,7 @@ CPU_KV_CACHE_SEQUENCES = 4  # and never room for fewer sequences of the engine's
 def vllm_kv_cache_arguments(model_path: str, max_model_len: int, dtype: str) -> dict[str, int]:
     """``vllm.LLM`` keywords sizing its KV cache: on a CPU ``CPU_KV_CACHE_BYTES``, or ``CPU_KV_CACHE_SEQUENCES``
     sequences of ``max_model_len`` tokens of the model at ``model_path`` in ``dtype`` where that is more; nothing
-    on a GPU (vLLM sizes it from gpu_memory_utilization)."""
+    on a GPU (vLLM sizes it from grpo_training.vllm_gpu_memory_utilization)."""
     if on_cuda():
         return {}
     per_token = kv_bytes_per_token(model_path, getattr(torch, dtype).itemsize)

@@ -7,8 +7,9 @@ with the same fields the Unsloth backend uses. transformers and peft are importe
 this backend (``backends.py``) costs nothing.
 
 GRPO generates with ``model.generate`` in the trainer, or with TRL's own vLLM engine (``grpo_training.use_vllm``;
-by default on a CUDA GPU where vLLM is installed), colocated in this process or on a ``trl vllm-serve``
-server. That engine holds a second copy of the weights, sized by ``grpo_training.vllm_gpu_memory_utilization``.
+null: where vLLM is installed and pays off, ``hardware.vllm_pays_off``), colocated in this process or on a ``trl
+vllm-serve`` server. That engine holds a second copy of the weights, sized by
+``grpo_training.vllm_gpu_memory_utilization`` (null: TRL's default).
 """
 
 from __future__ import annotations
@@ -113,13 +114,12 @@ class HFBackend(Backend):
     """Load, adapt and export with transformers + peft; GRPO rollouts on model.generate or TRL's vLLM engine."""
 
     name = "hf"
-    engine_share_setting = "grpo_training.vllm_gpu_memory_utilization"
     engine_holds_training_weights = False
 
-    def load_trainable(self, model_config: ModelConfig, model_path: str, dtype: torch.dtype,
-                       seed: int) -> tuple[Any, Any]:
+    def load_trainable(self, config: PipelineConfig, model_path: str, dtype: torch.dtype) -> tuple[Any, Any]:
         from peft import get_peft_model, prepare_model_for_kbit_training
 
+        model_config = config.model
         tokenizer = load_hf_tokenizer(model_path)
         model = load_hf_model(model_path, model_config, self.machine.cuda, dtype)
         checkpointing = gradient_checkpointing(model_config)
@@ -131,7 +131,7 @@ class HFBackend(Backend):
             model.requires_grad_(True)
             return model, tokenizer
         with torch.random.fork_rng(devices=[]):  # the adapter initialised from the run's seed, caller RNG untouched
-            torch.manual_seed(seed)
+            torch.manual_seed(config.seed)
             try:
                 tied = bool(getattr(model.config, "tie_word_embeddings", False))
                 model = get_peft_model(model, lora_config(model_config, tied))
@@ -142,11 +142,11 @@ class HFBackend(Backend):
         return model, tokenizer
 
     def load_inference(
-        self, model_config: ModelConfig, base_path: str, adapter_path: Path, dtype: torch.dtype
+        self, config: PipelineConfig, base_path: str, adapter_path: Path, dtype: torch.dtype
     ) -> tuple[Any, Any]:
         from peft import PeftModel
 
-        cuda = self.machine.cuda
+        cuda, model_config = self.machine.cuda, config.model
         if not (adapter_path / "adapter_config.json").is_file():  # a full or merged model save
             return load_hf_model(adapter_path, model_config, cuda, dtype).eval(), load_hf_tokenizer(adapter_path)
         base = load_hf_model(base_path, model_config, cuda, dtype)
@@ -189,10 +189,6 @@ class HFBackend(Backend):
         if model_config.load_in_4bit:
             return "4-bit weights of the hf backend cannot be pushed into a vLLM engine"
         return None
-
-    def engine_wanted_on_cuda(self, config: PipelineConfig) -> bool:
-        use_vllm = config.grpo_training.use_vllm
-        return True if use_vllm is None else use_vllm
 
 
 def _export_dtype(model_config: ModelConfig, dtype: torch.dtype) -> torch.dtype:

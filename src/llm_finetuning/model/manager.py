@@ -57,8 +57,7 @@ class ModelManager:
         """Load the base model with LoRA (or fully trainable) and the tokenizer with the chat template
         ``prompt.template_source`` chooses."""
         self.base_path = base_model_path(self.config)
-        model, tokenizer = self.backend.load_trainable(self.config.model, self.base_path, self.precision.weights,
-                                                      self.config.seed)
+        model, tokenizer = self.backend.load_trainable(self.config, self.base_path, self.precision.weights)
         self.template = choose_template(tokenizer, self.config.prompt)
         logger.info("chat template: %s (%s)", self.template.source, self.template.reason)
         self.model, self.tokenizer = model, _prepare_tokenizer(model, tokenizer)
@@ -163,7 +162,7 @@ class ModelManager:
         is_adapter = (path / "adapter_config.json").is_file()
         manager.base_path = manager._inference_base_path(path) if is_adapter else str(path)
         try:
-            model, tokenizer = manager.backend.load_inference(config.model, manager.base_path, path,
+            model, tokenizer = manager.backend.load_inference(config, manager.base_path, path,
                                                               self.precision.weights)  # fmt: skip
         except RuntimeError as exc:
             raise _misfit(path, manager.base_path, exc) from None

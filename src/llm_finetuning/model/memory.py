@@ -80,15 +80,14 @@ def estimate_memory(config: PipelineConfig, gpu_bytes: int, backend: Backend | N
     return MemoryEstimate(gpu_bytes, backend.name, phases, shortfall, _first_change(config, gpu_bytes, backend))
 
 
-# An engine of the run's own (evaluation only) is sized like TRL's: a second copy of the weights.
-OWN_ENGINE_SETTING = "grpo_training.vllm_gpu_memory_utilization"
+# Every vLLM engine beside training is sized by this one field (null: the engine's own default share).
+ENGINE_SHARE_SETTING = "grpo_training.vllm_gpu_memory_utilization"
 
 
 @dataclass(frozen=True)
 class _Engine:
     """A vLLM engine beside training on a CUDA GPU."""
 
-    setting: str  # the config field that sizes it, as a share of the GPU
     holds_training_weights: bool  # it shares the trained weights (Unsloth's), rather than holding a copy
 
 
@@ -96,11 +95,11 @@ def _engine(config: PipelineConfig, backend: Backend) -> _Engine | None:
     """GRPO's rollout engine when there is one; else the engine of ours that GRPO's periodic evaluations keep
     (the run shuts an evaluation engine down after each evaluation outside GRPO, so SFT never holds one)."""
     if backend.engine_wanted_on_cuda(config):
-        return _Engine(backend.engine_share_setting, backend.engine_holds_training_weights)
+        return _Engine(backend.engine_holds_training_weights)
     evaluation = config.evaluation
     evaluates_on_vllm = evaluation.engine != "hf" and backend.vllm_refusal(config.model) is None  # auto: vLLM on CUDA
     if evaluation.enabled and evaluation.grpo_every_steps is not None and evaluates_on_vllm:
-        return _Engine(OWN_ENGINE_SETTING, holds_training_weights=False)
+        return _Engine(holds_training_weights=False)  # ours, for evaluation: a second copy, like TRL's
     return None
 
 
@@ -142,8 +141,7 @@ def _engine_share(config: PipelineConfig, backend: Backend, gpu_bytes: int) -> i
     beside = _engine(config, backend)
     if beside is None:
         return 0
-    section, field = beside.setting.split(".")
-    return int(getattr(getattr(config, section), field) * gpu_bytes)
+    return int(config.grpo_training.engine_memory_share(beside.holds_training_weights) * gpu_bytes)
 
 
 def _training_state(config: PipelineConfig, shape: ModelShape, optim: str, dtype_bytes: int) -> dict[str, int]:
@@ -190,10 +188,9 @@ def _candidates(config: PipelineConfig, gpu_bytes: int, backend: Backend) -> lis
         if "8bit" not in getattr(config, section).optim:
             out.append((f"{section}.optim=adamw_8bit",))
     if current := _engine_share(config, backend, gpu_bytes):
-        setting = _engine(config, backend).setting
         for share in (x / 20 for x in range(19, 3, -1)):  # 0.95 .. 0.20: the engine's share that fits, if any
             if int(share * gpu_bytes) != current:
-                out.append((f"{setting}={share:.2f}",))
+                out.append((f"{ENGINE_SHARE_SETTING}={share:.2f}",))
     for section in ("sft_training", "grpo_training"):
         batch, steps = getattr(config, section).per_device_train_batch_size, getattr(config, section).gradient_accumulation_steps
         if batch > 1:

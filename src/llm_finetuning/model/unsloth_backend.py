@@ -4,11 +4,13 @@ Import order matters: unsloth patches transformers, trl and peft when it is impo
 first. ``import_unsloth()`` is the one place that imports it; the run calls it (``UnslothBackend.prepare``)
 before anything imports trl or transformers.
 
-With ``model.fast_inference`` on a CUDA GPU, ``FastLanguageModel.from_pretrained`` also starts a vLLM engine
-that shares the model's weights; Unsloth's compiled GRPO trainer then generates every rollout on it, so the
-config must not ask for anything else (``check_config``). Unsloth refuses that engine with full fine-tuning and
-with LoRA ``modules_to_save``, and there is none without CUDA: ``fast_inference`` is then turned off with a
-notice (``fast_inference``).
+Unless ``grpo_training.use_vllm`` (the run's one engine choice) is false, ``FastLanguageModel.from_pretrained``
+on a CUDA GPU also starts a vLLM engine that shares the model's weights (Unsloth's ``fast_inference``), sized by
+``grpo_training.vllm_gpu_memory_utilization`` (null: 0.7); Unsloth's compiled GRPO trainer then generates every
+rollout on it, so the config must not ask for anything else (``check_config``). Unsloth refuses that engine with
+full fine-tuning and with LoRA ``modules_to_save``, and there is none without CUDA: with ``use_vllm: null`` the
+run then generates with ``model.generate``, with a notice; with ``use_vllm: true`` it stops with one line
+(``has_engine``, ``_engine_at_load``).
 
 Without CUDA, unsloth 2026.10.9+ runs in its CPU mode: ``FastLanguageModel`` is then a thin layer over
 transformers + peft, TRL's configs get CPU defaults (fused AdamW, no packing) and ``trl.SFTTrainer`` is
@@ -60,7 +62,6 @@ class UnslothBackend(Backend):
 
     name = "unsloth"
     several_processes = False  # Unsloth trains in one process
-    engine_share_setting = "model.gpu_memory_utilization"
     engine_holds_training_weights = True
     model_code_is_transformers = False  # Unsloth patches the model's forward and compiles GRPO's loss
 
@@ -84,7 +85,7 @@ class UnslothBackend(Backend):
 
     def check_config(self, config: PipelineConfig) -> None:
         super().check_config(config)
-        section, engine = config.grpo_training, self.fast_inference(config.model)
+        section = config.grpo_training
         for phase in ("sft_training", "grpo_training"):
             own = getattr(config, phase).gradient_checkpointing
             if own is not None and own != config.model.gradient_checkpointing:
@@ -98,23 +99,15 @@ class UnslothBackend(Backend):
                 "grpo_training.vllm_mode: server, but Unsloth generates with its own engine in the training process "
                 "(or with model.generate); set model.backend=hf to generate with a vLLM server, or vllm_mode: colocate"
             )
-        if section.use_vllm and not engine:
-            raise ConfigError(
-                "grpo_training.use_vllm: true, but with the unsloth backend GRPO generates with the engine "
-                "model.fast_inference starts, and none starts here; set model.fast_inference: true on a CUDA GPU, "
-                "or use_vllm: null"
-            )
-        if section.use_vllm is False and engine:
-            raise ConfigError(
-                "grpo_training.use_vllm: false, but Unsloth's trainer always generates with the vLLM engine "
-                "model.fast_inference starts; set model.fast_inference: false to generate with model.generate"
-            )
+        refused = self.engine_problem(config.model)
+        if section.use_vllm and refused:
+            raise ConfigError(_engine_refused(refused))
 
     # Loading and saving
 
-    def load_trainable(self, model_config: ModelConfig, model_path: str, dtype: torch.dtype,
-                       seed: int) -> tuple[Any, Any]:
+    def load_trainable(self, config: PipelineConfig, model_path: str, dtype: torch.dtype) -> tuple[Any, Any]:
         fast = import_unsloth().FastLanguageModel
+        model_config = config.model
         checkpointing = "unsloth" if model_config.gradient_checkpointing else False
         lora = model_config.lora if model_config.uses_lora else None
         model, tokenizer = fast.from_pretrained(
@@ -123,11 +116,11 @@ class UnslothBackend(Backend):
             dtype=dtype,  # the run's, passed explicitly: left to Unsloth (None), its CPU mode and the hf backend
             load_in_4bit=model_config.load_in_4bit,  # would not load the same weights for dtype: auto
             full_finetuning=lora is None,
-            fast_inference=self._engine_at_load(model_config),
-            gpu_memory_utilization=model_config.gpu_memory_utilization,
+            fast_inference=self._engine_at_load(config),
+            gpu_memory_utilization=config.grpo_training.engine_memory_share(holds_training_weights=True),
             max_lora_rank=lora.rank if lora else 64,
             use_gradient_checkpointing=checkpointing,
-            random_state=seed,  # the run's seed initialises the adapter
+            random_state=config.seed,  # the run's seed initialises the adapter
         )
         if lora is None:
             return model, tokenizer
@@ -141,24 +134,25 @@ class UnslothBackend(Backend):
             lora_dropout=lora.dropout,
             bias="none",
             use_gradient_checkpointing=checkpointing,
-            random_state=seed,  # the run's seed initialises the adapter
+            random_state=config.seed,  # the run's seed initialises the adapter
             modules_to_save=list(lora.modules_to_save) or None,
             ensure_weight_tying=True if tied else None,  # None: Unsloth's own rule
         )
         return model, tokenizer
 
     def load_inference(
-        self, model_config: ModelConfig, base_path: str, adapter_path: Path, dtype: torch.dtype
+        self, config: PipelineConfig, base_path: str, adapter_path: Path, dtype: torch.dtype
     ) -> tuple[Any, Any]:
         # Unsloth reads the base model from the adapter's adapter_config.json (base_path is not needed).
         fast = import_unsloth().FastLanguageModel
+        model_config = config.model
         model, tokenizer = fast.from_pretrained(
             model_name=str(adapter_path),
             max_seq_length=model_config.max_seq_length,
             dtype=dtype,
             load_in_4bit=model_config.load_in_4bit,
-            fast_inference=self._engine_at_load(model_config),  # on only for a tool that generates on the engine
-            gpu_memory_utilization=model_config.gpu_memory_utilization,
+            fast_inference=self._engine_at_load(config),  # a tool that does not generate on it sets use_vllm: false
+            gpu_memory_utilization=config.grpo_training.engine_memory_share(holds_training_weights=True),
             max_lora_rank=model_config.lora.rank if model_config.uses_lora else 64,
         )
         fast.for_inference(model)
@@ -202,9 +196,9 @@ class UnslothBackend(Backend):
 
     def choose_rollouts(self, config: PipelineConfig) -> tuple[Rollouts, str]:
         """Unsloth's trainer generates on the model's engine whenever the model has one."""
-        if self.fast_inference(config.model):
-            return "model_engine", "model.fast_inference: Unsloth's trainer generates on the engine it built"
-        why = self.engine_problem(config.model) or "model.fast_inference is off"
+        if self.has_engine(config):
+            return "model_engine", "grpo_training.use_vllm: Unsloth's trainer generates on the engine it built"
+        why = self.engine_problem(config.model) or "grpo_training.use_vllm: false"
         return "generate", f"no engine on the model ({why})"
 
     # Generation and memory
@@ -212,20 +206,14 @@ class UnslothBackend(Backend):
     def model_engine(self, model: Any) -> Any:
         return getattr(model, "vllm_engine", None)
 
-    def engine_wanted_on_cuda(self, config: PipelineConfig) -> bool:
-        use_vllm = config.grpo_training.use_vllm
-        return config.model.fast_inference and use_vllm is not False
-
     # The engine Unsloth builds with the model
 
     def engine_problem(self, model_config: ModelConfig) -> str | None:
-        """Why Unsloth cannot start its vLLM engine for this config (None when it can, or when none is asked for).
+        """Why Unsloth cannot start its vLLM engine for this model (None when it can).
 
         Unsloth refuses ``fast_inference`` with full fine-tuning (``models/vision.py``) and with LoRA
         ``modules_to_save`` (``models/llama.py`` get_peft_model), and without CUDA it has no engine at all.
         """
-        if not model_config.fast_inference:
-            return None
         if not self.machine.cuda:
             return "no CUDA GPU"
         if not model_config.uses_lora:
@@ -234,20 +222,29 @@ class UnslothBackend(Backend):
             return "Unsloth's vLLM engine does not support model.lora.modules_to_save"
         return None
 
-    def fast_inference(self, model_config: ModelConfig) -> bool:
-        """Whether the model gets Unsloth's vLLM engine: as configured, where the engine can start."""
-        return model_config.fast_inference and self.engine_problem(model_config) is None
+    def has_engine(self, config: PipelineConfig) -> bool:
+        """Whether the model gets Unsloth's vLLM engine: unless ``use_vllm`` is false, where the engine can start."""
+        return config.grpo_training.use_vllm is not False and self.engine_problem(config.model) is None
 
-    def _engine_at_load(self, model_config: ModelConfig) -> bool:
+    def _engine_at_load(self, config: PipelineConfig) -> bool:
         """``fast_inference`` for ``from_pretrained``, with a one-line notice or error where it cannot be had."""
-        if not model_config.fast_inference:
+        use_vllm = config.grpo_training.use_vllm
+        if use_vllm is False:
             return False
-        refused = self.engine_problem(model_config)
+        refused = self.engine_problem(config.model)
+        if refused and use_vllm:
+            raise ModelError(_engine_refused(refused))
         if refused:
             context = "" if self.machine.cuda else f" ({self.machine.vllm_problem})"  # also say what vLLM lacks
-            logger.warning("model.fast_inference: off, %s%s; GRPO generates with model.generate", refused, context)
+            logger.warning("grpo_training.use_vllm: null, and Unsloth's vLLM engine cannot start: %s%s; GRPO "
+                           "generates with model.generate", refused, context)  # fmt: skip
             return False
         problem = self.machine.vllm_problem
         if problem:
-            raise ModelError(f"model.fast_inference: {problem}, or set fast_inference: false")
+            raise ModelError(f"grpo_training.use_vllm: {problem}, or set use_vllm: false")
         return True
+
+
+def _engine_refused(refused: str) -> str:
+    return (f"grpo_training.use_vllm: true, but Unsloth's vLLM engine cannot start here: {refused}; set use_vllm: "
+            "null to generate with model.generate where it cannot")

@@ -100,7 +100,7 @@ def choose_engine(
         if problem:
             raise ModelError(f"engine vllm: {problem}; or generate with engine hf")
         if refusal:
-            raise ModelError(f"engine vllm: {refusal}; use engine hf, or the unsloth backend with fast_inference")
+            raise ModelError(f"engine vllm: {refusal}; use engine hf, or the unsloth backend (its own engine)")
         return "vllm", "vllm was asked for"
     if problem:
         return "hf", f"auto: {problem}"

@@ -41,7 +41,7 @@ class RolloutKind:
         if not (self.trl_engine or self.trl_server):
             return {}
         return {  # a second full copy of the weights beside the training model: not Unsloth's shared-weight share
-            "vllm_gpu_memory_utilization": config.grpo_training.vllm_gpu_memory_utilization,
+            "vllm_gpu_memory_utilization": config.grpo_training.engine_memory_share(holds_training_weights=False),
             "vllm_max_model_length": config.model.max_seq_length,
         }
 

@@ -49,13 +49,13 @@ _LAUNCH_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 def engine_arguments(config: PipelineConfig, model_path: str, dtype: str) -> dict[str, Any]:
     """``vllm.LLM`` keywords for the run's engine: the training weights' ``dtype`` (the run's precision), the
-    model's length, the hf backend's memory share."""
+    model's length, the memory share of an engine that holds a second copy of the weights."""
     length = config.model.max_seq_length
     return {
         "model": model_path,
         "dtype": dtype,
         "max_model_len": length,
-        "gpu_memory_utilization": config.grpo_training.vllm_gpu_memory_utilization,
+        "gpu_memory_utilization": config.grpo_training.engine_memory_share(holds_training_weights=False),
         "distributed_executor_backend": "external_launcher",  # in this process: weights are pushed in memory
         "seed": config.seed,
         "max_num_batched_tokens": 4096,  # TRL's choice: vLLM's profiler misjudges memory at its default

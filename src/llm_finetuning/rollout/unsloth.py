@@ -1,4 +1,5 @@
-"""Unsloth's engine (``model.fast_inference``): asking for its sleep mode before it exists, and its teardown.
+"""Unsloth's engine (its ``fast_inference``, on unless ``grpo_training.use_vllm`` is false): asking for its sleep
+mode before it exists, and its teardown.
 
 ``FastLanguageModel.from_pretrained`` builds the engine with the model (``model/unsloth_backend.py``); its life
 around that is here. Unsloth reads ``UNSLOTH_VLLM_STANDBY`` once, when it is imported, and its trainer then
@@ -23,7 +24,8 @@ logger = logging.getLogger(__name__)
 
 def request_standby(config: PipelineConfig, machine: Machine) -> None:
     """Ask Unsloth's engine for sleep mode when GRPO's ``vllm_enable_sleep_mode`` is on (harmless otherwise)."""
-    wanted = config.grpo_training.vllm_enable_sleep_mode and config.model.fast_inference and machine.cuda
+    grpo = config.grpo_training
+    wanted = grpo.vllm_enable_sleep_mode and grpo.use_vllm is not False and machine.cuda
     if wanted and "unsloth" in sys.modules and os.environ.get("UNSLOTH_VLLM_STANDBY", "0") == "0":
         logger.warning("grpo_training.vllm_enable_sleep_mode: unsloth was imported before the run could ask "
                        "for its engine's sleep mode; set UNSLOTH_VLLM_STANDBY=1 before importing it")

@@ -59,10 +59,11 @@ def default_adapter(config: PipelineConfig, prefer_grpo: bool = True) -> Path:
 
 def open_session(config: PipelineConfig, *, generates: bool = False) -> Session:
     """The tool's session, before its model loads: the backend's libraries imported first and quieted (call it
-    before data loads: no library progress bars). Unsloth's vLLM engine (``model.fast_inference``) is kept only
-    for a tool that ``generates`` on it."""
-    engine_wanted = generates and config.evaluation.engine != "hf" and config.model.fast_inference
-    return Session.open(config.with_overrides([f"model.fast_inference={str(engine_wanted).lower()}"]))
+    before data loads: no library progress bars). Unsloth's vLLM engine, built with the model, is kept only for a
+    tool that ``generates`` on it: any other tool's session sets the run's engine choice, ``use_vllm``, to false."""
+    if generates and config.evaluation.engine != "hf":
+        return Session.open(config)
+    return Session.open(config.with_overrides(["grpo_training.use_vllm=false"]))
 
 
 def load_model(config: PipelineConfig, adapter: str | Path | None, *, generates: bool = False,

@@ -161,7 +161,7 @@ def _out_of_memory(phase: str, config: PipelineConfig, cuda: bool) -> str:
         suggestion = estimate_memory(config, total).suggestion if total else None
     section = "sft_training" if phase == "sft" else "grpo_training"
     fallback = (f"--set {section}.per_device_train_batch_size (raise gradient_accumulation_steps to keep the batch), "
-                "model.max_seq_length or model.gpu_memory_utilization")  # fmt: skip
+                "model.max_seq_length or grpo_training.vllm_gpu_memory_utilization")  # fmt: skip
     return (f"preflight: CUDA out of memory in one {phase.upper()} step on {what}; lower "
             f"{suggestion or fallback} (run_training.py --no-preflight skips this check)")
 
