@@ -59,7 +59,9 @@ def commit() -> str:
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
-    changed = git("status", "--porcelain", "--untracked-files=no")
+    # the results file and the docs it renders into change as the runs finish: not a change to the code measured
+    rendered = [f":!{path}" for path in (RESULTS.relative_to(ROOT), *DOCS)]
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", *rendered)
     return git("rev-parse", "--short", "HEAD") + (" with uncommitted changes" if changed else "")
 
 
