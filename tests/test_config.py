@@ -48,6 +48,7 @@ def test_a_config_of_the_earlier_layout_loads_with_one_line_naming_what_moved(tm
     path.write_text("grpo_training:\n  eval_strategy: no\n  eval_steps: 7\n  trl: {top_entropy_quantile: 0.2}\n"
                     "vllm_sampling:\n  min_p: 0.0\n  temperature: 0.9\n"
                     "model:\n  random_state: 5\n  fast_inference: false\n  gpu_memory_utilization: 0.5\n")
+    path.write_text(path.read_text().replace("grpo_training:\n", "grpo_training:\n  guided_completions: 4\n"))
     with caplog.at_level("WARNING", logger="llm_finetuning.config.migrate"):
         config = PipelineConfig.from_yaml(path)
     assert config.evaluation.grpo_every_steps is None  # eval_strategy: no wins over eval_steps
@@ -57,6 +58,7 @@ def test_a_config_of_the_earlier_layout_loads_with_one_line_naming_what_moved(tm
     assert "vllm_sampling.min_p -> grpo_training.min_p" in record.message and "\n" not in record.message
     assert "grpo_training.trl.top_entropy_quantile -> grpo_training.top_entropy_quantile" in record.message
     assert "model.random_state removed: the adapter is initialised from seed" in record.message
+    assert "grpo_training.guided_completions removed: guidance puts one worked solution" in record.message
     assert (config.grpo_training.use_vllm, config.grpo_training.vllm_gpu_memory_utilization) == (False, 0.5)
     assert PipelineConfig.from_dict({"model": {"fast_inference": True}}).grpo_training.use_vllm is None
     steps = PipelineConfig.from_dict({"grpo_training": {"eval_steps": 7}})

@@ -4,14 +4,12 @@ in tests/test_grpo_mechanisms.py."""
 
 from __future__ import annotations
 
-import pytest
 from conftest import SIMPLE_SUMS
 
 from llm_finetuning.data import load_grpo_data
 from llm_finetuning.data.processor import WORKED_COLUMN
 from llm_finetuning.evaluation.judge import CompletionJudge
 from llm_finetuning.rewards import build_rewards
-from llm_finetuning.schema import ConfigError
 from llm_finetuning.training.guidance import guide, guided_slots
 
 
@@ -21,19 +19,6 @@ def test_only_all_wrong_groups_with_a_worked_solution_are_guided_in_their_last_c
     assert guided_slots(correct, worked, group=3) == [2]  # group 2 has a right answer, group 3 no solution
     assert guided_slots([False] * 4, ["a", "a", "b", "b"], group=2) == [1, 3]
     assert guided_slots([True] * 4, ["a", "a", "b", "b"], group=2) == []
-
-
-def test_guided_completions_replace_the_last_ones_of_each_all_wrong_group():
-    correct = [False] * 4 + [False, True, False, False] + [False] * 4
-    worked = ["a"] * 4 + ["b"] * 4 + ["c"] * 4
-    assert guided_slots(correct, worked, group=4, count=2) == [2, 3, 10, 11]
-    assert guided_slots(correct, worked, group=4, count=3) == [1, 2, 3, 9, 10, 11]
-
-
-def test_guided_completions_must_leave_the_group_some_of_its_own(tiny_config):
-    with pytest.raises(ConfigError, match="guided_completions: must be at least 1 and below num_generations"):
-        tiny_config("grpo_training.guidance=true", "grpo_training.guided_completions=4",
-                    "grpo_training.num_generations=4")  # fmt: skip
 
 
 def test_a_guided_completion_takes_the_worked_ids_and_unknown_sampling_logprobs():

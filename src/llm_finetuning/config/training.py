@@ -110,10 +110,6 @@ class GRPOTrainingConfig(TRLSection):
         "place of its last completion, so a problem the policy cannot solve yet still teaches (off-policy "
         "guidance); needs GRPO data with worked solutions (reasoning_gym chain_sum, synthetic, gsm8k)",
     )
-    guided_completions: int = option(
-        1, "guidance: how many of an all-wrong group's completions (its last ones) become its worked solution "
-        "(half the group: advantages +1 and -1); on SmolLM2, 4 of 8 did no better than 1 (docs/benchmarks.md)",
-    )
     keep_best: bool = option(
         False,
         "keep the adapter with the best greedy accuracy over the evaluations during GRPO (the start included, and "
@@ -146,9 +142,6 @@ class GRPOTrainingConfig(TRLSection):
                 f"must be [low, high] with 0 <= low <= high <= 1, or null (got {band})")
         require(self.difficulty_samples >= 2 and self.difficulty_pool > 0, "difficulty_samples",
                 "difficulty_samples must be >= 2 and difficulty_pool > 0")
-        require(1 <= self.guided_completions < self.num_generations, "guided_completions",
-                f"must be at least 1 and below num_generations ({self.num_generations}): a group made only of "
-                f"worked solutions is all right and teaches nothing (got {self.guided_completions})")
         require(self.oversample >= 1, "oversample", f"must be >= 1 (got {self.oversample})")
         require(self.curriculum_window >= 1, "curriculum_window", f"must be >= 1 (got {self.curriculum_window})")
         require(not self.curriculum or self.per_device_train_batch_size * self.gradient_accumulation_steps

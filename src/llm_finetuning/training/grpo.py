@@ -139,7 +139,7 @@ class GRPOPhase(TrainingPhase):
         return StepRecipe(
             is_correct=self.judge.is_correct, estimator=section.advantages, tie_weight=section.tie_weight,
             oversample=section.oversample, seed=self.config.seed, curriculum=curriculum,
-            guided_completions=section.guided_completions if section.guidance else 0,
+            guidance=section.guidance,
             shared_prompt=plan.shares("grpo"), ratio_in_loss=plan.trl_loss,
         )
 

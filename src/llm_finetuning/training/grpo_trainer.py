@@ -51,7 +51,7 @@ class StepRecipe:
     oversample: int = 1  # prompts generated per prompt trained on
     seed: int = 0  # the oversampled prompts' permutation is seeded with seed + 1
     curriculum: Curriculum | None = None  # draws every prompt of a step when set
-    guided_completions: int = 0  # worked solutions put into each all-wrong group; 0: no guidance
+    guidance: bool = False  # an all-wrong group's last completion becomes its problem's worked solution
     shared_prompt: bool = False  # log-prob passes compute each group's prompt once
     ratio_in_loss: bool = False  # TRL's loss (not Unsloth's): the importance ratio may come from the loss pass
 
@@ -74,7 +74,7 @@ class GRPOStep:
         self._ratio_in_loss = recipe.ratio_in_loss and importance.applies(self)
         if recipe.curriculum is not None:
             self.add_callback(CurriculumCheckpoint(recipe.curriculum))
-        if recipe.guided_completions:
+        if recipe.guidance:
             guidance.log_available(self.train_dataset)
 
     def _generate_and_score_completions(self, inputs: list[dict]) -> dict[str, Any]:
@@ -137,7 +137,7 @@ class GRPOStep:
                               has_tool_images: bool = False) -> Any:  # fmt: skip
         completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
                                                                  num_generations, has_tool_images)  # fmt: skip
-        if not (self.recipe.guided_completions and self.model.training):
+        if not (self.recipe.guidance and self.model.training):
             return completion_ids, logprobs
         return guidance.guide_batch(self, completion_ids, logprobs, self._rows, num_generations)
 
