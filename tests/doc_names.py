@@ -15,6 +15,9 @@ Read from a Markdown text, each check returns the names it could not find (``[]`
   ``settings``) whose keys are free.
 * ``unparsable_commands``: every command of a code block or span that runs one of our programs parses with
   that program's own argument parser (nothing runs).
+* ``unknown_names``: every snake_case name alone in backticks (``vllm_pays_off``, ``check_trainer``)
+  is a word of the project's code or configs, or a field of TRL's configs; names of other libraries the docs
+  mention, and former names they recall, are listed in ``ELSEWHERE``.
 * ``missing_flags``: every ``--flag`` of a command that runs our code (``run_training.py``, ``llm-finetune``,
   ``python -m llm_finetuning…``, ``benchmarks/….py``) is defined by one of our argument parsers, and every
   ``llm-finetune`` subcommand exists.
@@ -41,6 +44,9 @@ PACKAGE = ROOT / "src" / "llm_finetuning"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 THIRD_PARTY_FILES = {"convert_hf_to_gguf.py"}  # llama.cpp's converter, which the export tool runs
+# Names the docs mention that are not ours: vLLM's CPU kernels, and the evaluate tool's former metric name.
+ELSEWHERE = frozenset({"rms_norm", "fused_add_rms_norm", "silu_and_mul", "avg_length_tokens"})
+_SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
 _CODE_SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 _FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 _PY_PATH = re.compile(r"[\w./-]+\.py(?:::\w+)?")
@@ -104,6 +110,12 @@ def missing_config_keys(text: str) -> list[str]:
         if _DOTTED.fullmatch(span) and span.split(".")[0] in sections and span.split(".")[0] not in _our_modules()
         and _config_field(span) is None
     ]  # fmt: skip
+
+
+def unknown_names(text: str) -> list[str]:
+    known = _code_words() | ELSEWHERE
+    return [span for span in code_spans(text)
+            if _SNAKE.fullmatch(span.removesuffix("()")) and span.removesuffix("()") not in known]  # fmt: skip
 
 
 def missing_flags(text: str) -> list[str]:
@@ -265,6 +277,18 @@ def _repository_files() -> tuple[str, ...]:
     return tuple(
         str(path.relative_to(ROOT)) for path in ROOT.rglob("*.py") if not skip & set(path.relative_to(ROOT).parts)
     )
+
+
+@functools.cache
+def _code_words() -> frozenset[str]:
+    """Every word of the project's code (not its tests: they name what may be missing), configs and CI script,
+    and every field of TRL's configs."""
+    from llm_finetuning.config.trl_fields import trl_defaults
+
+    sources = [*PACKAGE.rglob("*.py"), *(ROOT / "benchmarks").glob("*.py"),
+               *(ROOT / "configs").glob("*.yaml"), *ROOT.glob("*.py"), ROOT / "pyproject.toml", ROOT / ".ci" / "run"]
+    words = {word for path in sources for word in re.findall(r"\w+", path.read_text(errors="replace"))}
+    return frozenset(words | set(trl_defaults("GRPOConfig")) | set(trl_defaults("SFTConfig")))
 
 
 @functools.cache

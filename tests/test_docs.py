@@ -15,8 +15,8 @@ import pytest
 from llm_finetuning.config import PipelineConfig
 from llm_finetuning.config.explain import markdown
 
-CHECKS = (doc_names.missing_paths, doc_names.missing_python, doc_names.missing_config_keys, doc_names.missing_flags,
-          doc_names.unparsable_commands)
+CHECKS = (doc_names.missing_paths, doc_names.missing_python, doc_names.missing_config_keys, doc_names.unknown_names,
+          doc_names.missing_flags, doc_names.unparsable_commands)
 
 
 @pytest.mark.parametrize("doc", doc_names.DOCS, ids=lambda path: path.name)
@@ -53,6 +53,8 @@ def test_the_checks_read_the_docs():
         ("`data.reasoning_gym.workings`", doc_names.missing_python, ["data.reasoning_gym.workings"]),
         ("`grpo_training.oversample`, `data.reasoning_gym.working`, `grpo_training.top_entropy_quantile`",
          doc_names.missing_config_keys, []),
+        ("`require_unsloth_trainer`, `check_trainer`", doc_names.unknown_names, ["require_unsloth_trainer"]),
+        ("`vllm_pays_off()`, `ds3_gather_for_generation`, `silu_and_mul`", doc_names.unknown_names, []),  # TRL's, vLLM's
         ("uv run python run_training.py --config tiny --skip-sfts", doc_names.missing_flags, ["--skip-sfts"]),
         ("uv run llm-finetune evaluat --k 4", doc_names.missing_flags, ["llm-finetune evaluat"]),
         ("uv run --extra smollm2 python run_training.py --skip-sft --set seed=1", doc_names.missing_flags, []),
