@@ -190,7 +190,7 @@ def test_too_few_new_questions_for_the_held_out_set_names_the_settings():
 def test_the_loader_caps_training_rows_and_keeps_every_held_out_row():
     cfg = config(grpo="reasoning_gym:gsm_symbolic", num_train=80, num_eval=12)
     spec = DatasetSpec(name="reasoning_gym:gsm_symbolic", max_samples=20)
-    train, heldout = split(DatasetLoader.for_data(spec, cfg.data).load())
+    train, heldout = split(DatasetLoader.for_data(spec, cfg).load())
     assert (len(train), len(heldout)) == (20, 12)
 
 
@@ -261,7 +261,7 @@ def tokenizer(tiny_tokenizer):
 def test_sft_rows_are_training_problems_in_our_format_and_disagreeing_workings_are_counted(tokenizer, caplog):
     settings = {"basic_arithmetic": {"allow_parentheses": False, "operators": ["+", "-", "*"], "max_digits": 1}}
     cfg = config(sft="reasoning_gym:basic_arithmetic", num_train=60, num_eval=10, settings=settings)
-    raw = DatasetLoader.for_data(cfg.data.sft, cfg.data).load()
+    raw = DatasetLoader.for_data(cfg.data.sft, cfg).load()
     train, _ = split(raw)
     agreeing = [r for r in train if r["working_agrees"]]
     with caplog.at_level(logging.INFO, logger="llm_finetuning.data.processor"):
@@ -277,7 +277,7 @@ def test_sft_rows_are_training_problems_in_our_format_and_disagreeing_workings_a
 
 def test_gsm_symbolic_sft_completion_is_the_worked_solution_then_the_answer(tokenizer):
     cfg = config(sft="reasoning_gym:gsm_symbolic", num_train=12, num_eval=4)
-    sft = DatasetProcessor(cfg, tokenizer).sft_dataset(DatasetLoader.for_data(cfg.data.sft, cfg.data).load(),
+    sft = DatasetProcessor(cfg, tokenizer).sft_dataset(DatasetLoader.for_data(cfg.data.sft, cfg).load(),
                                                        cfg.data.sft)  # fmt: skip
     assert len(sft) == 12
     completion = sft[0]["completion"][0]["content"]
@@ -288,7 +288,7 @@ def test_gsm_symbolic_sft_completion_is_the_worked_solution_then_the_answer(toke
 
 def test_grpo_validation_is_exactly_the_held_out_problems_with_their_entries(tokenizer):
     cfg = config(grpo="reasoning_gym:gsm_symbolic", num_train=40, num_eval=8)
-    raw = DatasetLoader.for_data(cfg.data.grpo, cfg.data).load()
+    raw = DatasetLoader.for_data(cfg.data.grpo, cfg).load()
     train, heldout = split(raw)
     data = DatasetProcessor(cfg, tokenizer).grpo_dataset(raw, cfg.data.grpo)
     assert [r["prompt"][-1]["content"] for r in data.validation] == [r["question"] for r in heldout]
@@ -299,7 +299,7 @@ def test_grpo_validation_is_exactly_the_held_out_problems_with_their_entries(tok
 
 def test_sft_on_a_task_without_worked_solutions_names_the_tasks_that_have_them(tokenizer):
     cfg = config(sft="reasoning_gym:leg_counting", num_train=5, num_eval=0)
-    raw = DatasetLoader.for_data(cfg.data.sft, cfg.data).load()
+    raw = DatasetLoader.for_data(cfg.data.sft, cfg).load()
     with pytest.raises(DataError, match="no worked solutions for reasoning-gym's leg_counting.*basic_arithmetic, "
                                         "chain_sum, gsm_symbolic"):  # fmt: skip
         DatasetProcessor(cfg, tokenizer).sft_dataset(raw, cfg.data.sft)
