@@ -169,6 +169,11 @@ class GRPOTrainingConfig(TRLSection):
         _check_vllm_server(self)
         self.sampling()  # its own rules
 
+    @property
+    def vllm_allowed(self) -> bool:
+        """Whether the run's one engine choice lets vLLM generate (``use_vllm`` true, or null: where it can)."""
+        return self.use_vllm is not False
+
     def engine_memory_share(self, holds_training_weights: bool) -> float:
         """The share of the GPU a vLLM engine may take: ``vllm_gpu_memory_utilization``, or when null 0.7 for an
         engine that holds the training weights (Unsloth's) and TRL's default for one that holds a second copy."""

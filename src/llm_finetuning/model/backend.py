@@ -133,4 +133,4 @@ class Backend(ABC):
     def engine_wanted_on_cuda(self, config: PipelineConfig) -> bool:
         """For the memory estimate: whether GRPO's rollouts take a vLLM engine on a CUDA GPU with vLLM installed
         (``grpo_training.use_vllm``, the run's one engine choice: null takes it there)."""
-        return config.grpo_training.use_vllm is not False
+        return config.grpo_training.vllm_allowed

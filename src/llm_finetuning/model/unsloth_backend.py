@@ -224,15 +224,14 @@ class UnslothBackend(Backend):
 
     def has_engine(self, config: PipelineConfig) -> bool:
         """Whether the model gets Unsloth's vLLM engine: unless ``use_vllm`` is false, where the engine can start."""
-        return config.grpo_training.use_vllm is not False and self.engine_problem(config.model) is None
+        return config.grpo_training.vllm_allowed and self.engine_problem(config.model) is None
 
     def _engine_at_load(self, config: PipelineConfig) -> bool:
         """``fast_inference`` for ``from_pretrained``, with a one-line notice or error where it cannot be had."""
-        use_vllm = config.grpo_training.use_vllm
-        if use_vllm is False:
+        if not config.grpo_training.vllm_allowed:
             return False
         refused = self.engine_problem(config.model)
-        if refused and use_vllm:
+        if refused and config.grpo_training.use_vllm:
             raise ModelError(_engine_refused(refused))
         if refused:
             context = "" if self.machine.cuda else f" ({self.machine.vllm_problem})"  # also say what vLLM lacks

@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 def request_standby(config: PipelineConfig, machine: Machine) -> None:
     """Ask Unsloth's engine for sleep mode when GRPO's ``vllm_enable_sleep_mode`` is on (harmless otherwise)."""
     grpo = config.grpo_training
-    wanted = grpo.vllm_enable_sleep_mode and grpo.use_vllm is not False and machine.cuda
+    wanted = grpo.vllm_enable_sleep_mode and grpo.vllm_allowed and machine.cuda
     if wanted and "unsloth" in sys.modules and os.environ.get("UNSLOTH_VLLM_STANDBY", "0") == "0":
         logger.warning("grpo_training.vllm_enable_sleep_mode: unsloth was imported before the run could ask "
                        "for its engine's sleep mode; set UNSLOTH_VLLM_STANDBY=1 before importing it")
