@@ -113,6 +113,20 @@ def test_grpo_trains_on_the_problems_within_the_band_oversampled_and_a_resume_re
 
 
 @pytest.mark.slow
+def test_dropping_silent_groups_trains_each_step_on_the_groups_that_teach_alone(tmp_path, tiny_config):
+    from llm_finetuning.pipeline import RunOptions, run
+
+    run(tiny_config(*SHORT_GRPO, "grpo_training.oversample=3", "grpo_training.drop_silent_groups=true"), RunOptions())
+    steps = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = [record for record in steps if record["phase"] == "grpo" and "groups/trained" in record]
+    assert len(steps) == 4
+    for record in steps:  # of 6 groups generated, at most 2 trained: those with signal, one silent where none
+        teaching = round(record["groups/signal"] * 6)
+        assert record["groups/trained"] == max(1, min(2, teaching))
+        assert record["groups/trained_signal"] == (1.0 if teaching else 0.0)
+
+
+@pytest.mark.slow
 def test_keep_best_chooses_on_problems_of_its_own_and_guidance_fills_all_wrong_groups(tmp_path, tiny_config):
     from llm_finetuning.pipeline import RunOptions, run
 

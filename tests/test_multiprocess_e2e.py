@@ -42,6 +42,7 @@ SCHEDULE = [  # the demo's model; enough SFT that completions have a format to c
     "evaluation.num_samples=24", "evaluation.sampled_k=2", "evaluation.batch_size=5",  # 5 batches: uneven shares
     "data.synthetic.num_eval=24",
     "grpo_training.curriculum=true",  # each step's draw made from the state both ranks share, resumed from its save
+    "grpo_training.oversample=2", "grpo_training.drop_silent_groups=true",  # ranks whose groups that teach differ
     *SIMPLE_SUMS,
 ]
 # What a rank other than the main one may write: its own part of the Trainer's checkpoints.
@@ -178,7 +179,17 @@ def test_the_curriculum_state_survives_the_stop_and_counts_every_step(two_proces
     newest = max((output_dir / "grpo").glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
     state = json.loads((newest / "curriculum.json").read_text())
     assert state["draws"] == int(newest.name.split("-")[1])  # restored on resume: no step drawn twice or lost
-    assert sum(state["cursor"].values()) == state["draws"] * 2 * 2  # 2 prompts a step on each of the 2 ranks
+    assert sum(state["cursor"].values()) == state["draws"] * 2 * 2 * 2  # 2 prompts x oversample 2 on each of 2 ranks
+
+
+def test_without_silent_groups_both_ranks_train_on_batches_of_one_size(two_process_run):
+    output_dir, *_ = two_process_run
+    records = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [record for record in records if record["phase"] == "grpo" and "groups/trained" in record]
+    assert len({record["step"] for record in steps}) == FINAL_STEP
+    for record in steps:  # of 4 groups a rank generated, at most the 2 it trains: the most either rank had teaching
+        assert record["groups/trained"] in (1, 2)
+        assert record["groups/trained_signal"] > 0 or record["groups/signal"] == 0
 
 
 def test_only_the_main_process_writes(two_process_run):

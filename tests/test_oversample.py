@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from llm_finetuning.schema import ConfigError
-from llm_finetuning.training.oversample import chosen_groups, extra_indices, kept_rows
+from llm_finetuning.training.oversample import chosen_groups, extra_indices, groups_without_silent, kept_rows
 
 IDENTITY = SimpleNamespace(gather=lambda tensor: tensor.reshape(-1))  # one process: gather returns its own
 
@@ -21,6 +21,22 @@ def test_groups_with_signal_are_trained_first_in_the_order_drawn():
     assert chosen_groups(advantages, group=2, wanted=1) == [1]
     assert chosen_groups(advantages, group=2, wanted=3) == [0, 1, 3]  # filled with the first silent one
     assert chosen_groups(torch.zeros(8), group=4, wanted=1) == [0]  # nothing teaches: the sampler's own first
+
+
+def test_without_silent_groups_each_process_trains_as_many_as_the_one_with_the_most_that_teach():
+    assert groups_without_silent([3], wanted=4) == 3  # one process: the groups that teach, not filled up to four
+    assert groups_without_silent([0], wanted=4) == 1  # none teaches: one group, so the process takes part
+    assert groups_without_silent([2, 0, 1], wanted=4) == 2  # equal batches on every process
+    assert groups_without_silent([6, 5], wanted=4) == 4  # never more than the step trains
+
+
+def test_dropping_silent_groups_needs_groups_that_split_into_trls_slices(tiny_config):
+    config = tiny_config("grpo_training.drop_silent_groups=true", "grpo_training.num_generations=4",
+                         "grpo_training.per_device_train_batch_size=4", "grpo_training.gradient_accumulation_steps=2")
+    assert config.grpo_training.drop_silent_groups
+    with pytest.raises(ConfigError, match="num_generations \\(4\\) must be a multiple of it"):
+        tiny_config("grpo_training.drop_silent_groups=true", "grpo_training.num_generations=4",
+                    "grpo_training.per_device_train_batch_size=4", "grpo_training.steps_per_generation=8")
 
 
 def test_extra_prompts_are_seeded_by_step_and_process_and_repeat_on_resume():

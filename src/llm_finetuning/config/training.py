@@ -110,6 +110,11 @@ class GRPOTrainingConfig(TRLSection):
         "and the step trains on the groups whose advantages are not all zero first (DAPO's dynamic sampling, one "
         "round; generation costs this many times as much); 1 = off",
     )
+    drop_silent_groups: bool = option(
+        False, "train each step on its groups whose advantages are not all zero only (at most as many as it would "
+        "train; one where none teaches), so the loss pass costs what the groups that teach cost; false = fill the "
+        "step up with silent groups (a constant batch). Pairs with oversample",
+    )
     guidance: bool = option(
         False, "a group whose completions are all wrong gets its problem's worked solution (the SFT completion) in "
         "place of its last completion, so a problem the policy cannot solve yet still teaches (off-policy "
@@ -157,6 +162,10 @@ class GRPOTrainingConfig(TRLSection):
                 % self.num_generations == 0, "oversample",
                 "chooses among whole groups, so each process's batch (per_device_train_batch_size x "
                 "gradient_accumulation_steps) must be a multiple of num_generations")  # fmt: skip
+        steps = self.trl_value("steps_per_generation") or self.gradient_accumulation_steps
+        require(not self.drop_silent_groups or self.num_generations % steps == 0, "drop_silent_groups",
+                f"a step may keep a single group, which TRL splits into steps_per_generation ({steps}) slices: "
+                f"num_generations ({self.num_generations}) must be a multiple of it")  # fmt: skip
         require(
             not (self.loss_type == "cispo" and self.epsilon_high is not None and self.epsilon_high < 1),
             "epsilon_high",

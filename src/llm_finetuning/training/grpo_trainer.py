@@ -12,7 +12,8 @@ order it runs (``_generate_and_score_completions``):
 3. **score** (TRL's rewards; ``_calculate_rewards``): and the grader's verdict on every completion.
 4. **advantages** (``assign_advantages``): the estimator ``grpo_training.advantages`` names, registered in
    ``rewards/estimators.py``; the group figures of ``advantages.py``.
-5. **choose groups** (``choose_groups``): with oversampling, the groups that teach (``oversample.py``).
+5. **choose groups** (``choose_groups``): with oversampling, the groups that teach (``oversample.py``); with
+   ``drop_silent_groups``, those alone.
 6. **loss** (TRL's loss; ``_compute_loss``, ``_get_per_token_logps_and_entropies``): the importance-sampling
    ratio computed in the loss pass instead of TRL's extra pass (``importance.py``); each group's prompt computed
    once (``shared_prompt.py``).
@@ -36,7 +37,7 @@ from ..rewards.estimators import ESTIMATORS, Scores
 from . import guidance, importance, shared_prompt
 from .advantages import group_figures, teaching_groups
 from .curriculum import Curriculum, CurriculumCheckpoint
-from .oversample import chosen_groups, extra_indices, kept_rows
+from .oversample import chosen_groups, extra_indices, groups_without_silent, kept_rows
 
 __all__ = ["GRPOStep", "StepRecipe", "grpo_trainer_class"]
 
@@ -49,6 +50,7 @@ class StepRecipe:
     estimator: str = "gated"  # a name in rewards/estimators.ESTIMATORS
     tie_weight: float = 0.0  # gated: how much the shaping rewards speak where correctness ties
     oversample: int = 1  # prompts generated per prompt trained on
+    drop_silent: bool = False  # the step trains on its groups that teach alone, not filled up to a constant batch
     seed: int = 0  # the oversampled prompts' permutation is seeded with seed + 1
     curriculum: Curriculum | None = None  # draws every prompt of a step when set
     guidance: bool = False  # an all-wrong group's last completion becomes its problem's worked solution
@@ -89,7 +91,7 @@ class GRPOStep:
             recipe.curriculum.observe(levels, correct.view(-1, group).tolist())
             for name, value in recipe.curriculum.figures(levels).items():
                 self._metrics["train"][name].append(value)
-        return self.choose_groups(output, prompts) if recipe.oversample > 1 else output
+        return self.choose_groups(output, prompts) if recipe.oversample > 1 or recipe.drop_silent else output
 
     # 1. choose prompts
     def draw_prompts(self, inputs: list[dict], count: int) -> tuple[list[dict], list[str]]:
@@ -170,12 +172,16 @@ class GRPOStep:
 
     # 5. choose groups
     def choose_groups(self, output: dict[str, Any], prompts: int) -> dict[str, Any]:
-        """The ``prompts`` groups the step trains on: those that teach first (``oversample.py``)."""
+        """The (at most) ``prompts`` groups the step trains on: those that teach first (``oversample.py``)."""
         group = self.num_generations
+        if self.recipe.drop_silent:
+            mine = teaching_groups(output["advantages"], group).sum().reshape(1)
+            prompts = groups_without_silent(self.accelerator.gather(mine).tolist(), prompts)
         chosen = chosen_groups(output["advantages"], group, prompts)
         kept = kept_rows(output, [g * group + i for g in chosen for i in range(group)], self.accelerator)
-        trained = self.accelerator.gather(teaching_groups(kept["advantages"], group).float()).mean().item()
-        self._metrics["train"]["groups/trained_signal"].append(trained)
+        trained = self.accelerator.gather(teaching_groups(kept["advantages"], group).float())
+        self._metrics["train"]["groups/trained_signal"].append(trained.mean().item())
+        self._metrics["train"]["groups/trained"].append(len(chosen))
         return kept
 
     # 6. loss
