@@ -186,9 +186,9 @@ def test_without_silent_groups_both_ranks_train_on_batches_of_one_size(two_proce
     output_dir, *_ = two_process_run
     records = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
     steps = [record for record in records if record["phase"] == "grpo" and "groups/trained" in record]
-    assert len({record["step"] for record in steps}) == FINAL_STEP
-    for record in steps:  # of 4 groups a rank generated, at most the 2 it trains: the most either rank had teaching
-        assert record["groups/trained"] in (1, 2)
+    assert steps and steps[-1]["step"] == FINAL_STEP
+    for record in steps:  # of 4 groups a rank generated, at most the 2 it trains (a record averages its steps)
+        assert 1 <= record["groups/trained"] <= 2
         assert record["groups/trained_signal"] > 0 or record["groups/signal"] == 0
 
 
