@@ -34,7 +34,7 @@ def test_dropping_silent_groups_needs_groups_that_split_into_trls_slices(tiny_co
     config = tiny_config("grpo_training.drop_silent_groups=true", "grpo_training.num_generations=4",
                          "grpo_training.per_device_train_batch_size=4", "grpo_training.gradient_accumulation_steps=2")
     assert config.grpo_training.drop_silent_groups
-    with pytest.raises(ConfigError, match="num_generations \\(4\\) must be a multiple of it"):
+    with pytest.raises(ConfigError, match="per group \\(4\\) must be a multiple of it"):
         tiny_config("grpo_training.drop_silent_groups=true", "grpo_training.num_generations=4",
                     "grpo_training.per_device_train_batch_size=4", "grpo_training.steps_per_generation=8")
 

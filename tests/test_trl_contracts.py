@@ -59,6 +59,13 @@ def test_our_trainers_override_exactly_the_listed_internals_with_their_parameter
         assert parameters in (["args", "kwargs"], list(OBJECT_METHODS[owner][name])), name
 
 
+def test_trls_reference_pass_is_the_one_beta_turns_on_and_its_loss_reads_what_we_give_it():
+    # training/reference.py reads beta as 0 around the generation pass and hands the loss the kept rows' log-probs
+    generation = inspect.getsource(trl.GRPOTrainer._generate_and_score_completions)
+    assert generation.count("if self.beta != 0.0:") == 1 and "ref_per_token_logps" in generation
+    assert 'inputs["ref_per_token_logps"]' in inspect.getsource(trl.GRPOTrainer._compute_loss)
+
+
 def test_docs_architecture_lists_every_trl_internal_the_project_touches():
     listed = (SRC.parents[1] / "docs" / "architecture.md").read_text()
     names = [f"{owner.rpartition('.')[2]}.{method}" for owner, methods in OBJECT_METHODS.items() for method in methods]

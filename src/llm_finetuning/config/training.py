@@ -110,6 +110,12 @@ class GRPOTrainingConfig(TRLSection):
         "and the step trains on the groups whose advantages are not all zero first (DAPO's dynamic sampling, one "
         "round; generation costs this many times as much); 1 = off",
     )
+    train_per_group: int | None = option(
+        None, "train on this many of each group's num_generations completions, those whose advantages spread the "
+        "most (as many right as wrong under the gate), their advantages computed over the kept ones: many samples "
+        "a problem find its pass rate, few are trained on (PODS' max-variance down-sampling, "
+        "training/downsample.py); null = all",
+    )
     drop_silent_groups: bool = option(
         False, "train each step on its groups whose advantages are not all zero only (at most as many as it would "
         "train; one where none teaches), so the loss pass costs what the groups that teach cost; false = fill the "
@@ -162,10 +168,14 @@ class GRPOTrainingConfig(TRLSection):
                 % self.num_generations == 0, "oversample",
                 "chooses among whole groups, so each process's batch (per_device_train_batch_size x "
                 "gradient_accumulation_steps) must be a multiple of num_generations")  # fmt: skip
+        kept = self.train_per_group
+        require(kept is None or 2 <= kept <= self.num_generations, "train_per_group",
+                f"must be 2 to num_generations ({self.num_generations}), or null for all (got {kept})")
         steps = self.trl_value("steps_per_generation") or self.gradient_accumulation_steps
-        require(not self.drop_silent_groups or self.num_generations % steps == 0, "drop_silent_groups",
+        trained = self.trained_per_group
+        require(not self.drop_silent_groups or trained % steps == 0, "drop_silent_groups",
                 f"a step may keep a single group, which TRL splits into steps_per_generation ({steps}) slices: "
-                f"num_generations ({self.num_generations}) must be a multiple of it")  # fmt: skip
+                f"the completions trained per group ({trained}) must be a multiple of it")  # fmt: skip
         require(
             not (self.loss_type == "cispo" and self.epsilon_high is not None and self.epsilon_high < 1),
             "epsilon_high",
@@ -177,6 +187,11 @@ class GRPOTrainingConfig(TRLSection):
                 f"must be in (0, 1], or null for the engine's own default (got {share})")
         _check_vllm_server(self)
         self.sampling()  # its own rules
+
+    @property
+    def trained_per_group(self) -> int:
+        """How many completions of each group a step trains on: ``train_per_group``, else the whole group."""
+        return self.train_per_group or self.num_generations
 
     @property
     def vllm_allowed(self) -> bool:

@@ -20,6 +20,7 @@ differently. ``replace_method`` refuses a name the list lacks.
 | ``VLLMGeneration.sync_weights`` | ``rollout/trl.py`` (on the object) | weights reach an engine the run owns (and vLLM's CPU build) |
 | ``trl.generation.vllm_generation.LLM`` (around the engine's start) | ``rollout/trl.py`` | the engine gets the training dtype, our log-prob mode, eager mode on a CPU and room for evaluation |
 | ``trl.trainer.utils._ChunkedLogProbFunction`` | ``training/trl_compat.py`` | TRL's Triton kernel has a PyTorch fallback without a GPU |
+| ``GRPOTrainer.beta`` (read as 0 around TRL's generation pass) | ``training/reference.py`` | a step that keeps part of its batch computes the KL term's reference log-probs for the kept rows alone |
 """
 
 from __future__ import annotations

@@ -138,7 +138,8 @@ class GRPOPhase(TrainingPhase):
             if section.curriculum else None  # fmt: skip
         return StepRecipe(
             is_correct=self.judge.is_correct, estimator=section.advantages, tie_weight=section.tie_weight,
-            oversample=section.oversample, drop_silent=section.drop_silent_groups, seed=self.config.seed,
+            oversample=section.oversample, drop_silent=section.drop_silent_groups,
+            train_per_group=section.train_per_group, seed=self.config.seed,
             curriculum=curriculum,
             guidance=section.guidance,
             shared_prompt=plan.shares("grpo"), ratio_in_loss=plan.trl_loss,

@@ -13,7 +13,9 @@ order it runs (``_generate_and_score_completions``):
 4. **advantages** (``assign_advantages``): the estimator ``grpo_training.advantages`` names, registered in
    ``rewards/estimators.py``; the group figures of ``advantages.py``.
 5. **choose groups** (``choose_groups``): with oversampling, the groups that teach (``oversample.py``); with
-   ``drop_silent_groups``, those alone.
+   ``drop_silent_groups``, those alone; with ``train_per_group``, the completions of each whose advantages spread
+   the most, their advantages estimated again over the kept ones (``downsample.py``). With a KL term, the
+   reference log-probs of the kept rows alone (``reference.py``), not of every row generated.
 6. **loss** (TRL's loss; ``_compute_loss``, ``_get_per_token_logps_and_entropies``): the importance-sampling
    ratio computed in the loss pass instead of TRL's extra pass (``importance.py``); each group's prompt computed
    once (``shared_prompt.py``).
@@ -34,9 +36,10 @@ from typing import Any
 import torch
 
 from ..rewards.estimators import ESTIMATORS, Scores
-from . import guidance, importance, shared_prompt
+from . import guidance, importance, reference, shared_prompt
 from .advantages import group_figures, teaching_groups
 from .curriculum import Curriculum, CurriculumCheckpoint
+from .downsample import widest_rows
 from .oversample import chosen_groups, extra_indices, groups_without_silent, kept_rows
 
 __all__ = ["GRPOStep", "StepRecipe", "grpo_trainer_class"]
@@ -51,11 +54,17 @@ class StepRecipe:
     tie_weight: float = 0.0  # gated: how much the shaping rewards speak where correctness ties
     oversample: int = 1  # prompts generated per prompt trained on
     drop_silent: bool = False  # the step trains on its groups that teach alone, not filled up to a constant batch
+    train_per_group: int | None = None  # completions of each group trained on (null: all)
     seed: int = 0  # the oversampled prompts' permutation is seeded with seed + 1
     curriculum: Curriculum | None = None  # draws every prompt of a step when set
     guidance: bool = False  # an all-wrong group's last completion becomes its problem's worked solution
     shared_prompt: bool = False  # log-prob passes compute each group's prompt once
     ratio_in_loss: bool = False  # TRL's loss (not Unsloth's): the importance ratio may come from the loss pass
+
+    @property
+    def chooses(self) -> bool:
+        """Whether a step trains on part of what it generated (step 5)."""
+        return self.oversample > 1 or self.drop_silent or self.train_per_group is not None
 
 
 @functools.cache
@@ -71,6 +80,7 @@ class GRPOStep:
         self.recipe = recipe
         self._rows: list[dict] = []  # the rows being generated for (guidance reads them)
         self._scores: tuple[torch.Tensor, torch.Tensor] | None = None  # rewards, every process's verdicts
+        self._batch_scores: Scores | None = None  # the step's, every process's: train_per_group estimates again
         self._loss_inputs: dict | None = None  # the batch whose loss pass computes the importance ratio
         super().__init__(*args, **kwargs)
         self._ratio_in_loss = recipe.ratio_in_loss and importance.applies(self)
@@ -91,7 +101,12 @@ class GRPOStep:
             recipe.curriculum.observe(levels, correct.view(-1, group).tolist())
             for name, value in recipe.curriculum.figures(levels).items():
                 self._metrics["train"][name].append(value)
-        return self.choose_groups(output, prompts) if recipe.oversample > 1 or recipe.drop_silent else output
+        if not recipe.chooses:
+            return output
+        kept = self.choose_groups(output, prompts)
+        if self.beta != 0.0:
+            kept["ref_per_token_logps"] = reference.kept_log_probs(self, kept)
+        return kept
 
     # 1. choose prompts
     def draw_prompts(self, inputs: list[dict], count: int) -> tuple[list[dict], list[str]]:
@@ -115,8 +130,9 @@ class GRPOStep:
         """Steps 2 to 4 on ``rows``: TRL's generation and rewards, then our advantages; and every process's
         verdicts (1 right, 0 wrong)."""
         self._rows = rows
+        later = self.model.training and self.recipe.chooses  # the reference pass after the choice, on kept rows
         try:
-            with self._old_logps_from_loss():
+            with self._old_logps_from_loss(), reference.skipped_in_generation(self, later and self.beta != 0.0):
                 output = super()._generate_and_score_completions(rows)
         finally:
             self._rows = []
@@ -160,8 +176,9 @@ class GRPOStep:
         group = self.num_generations if mode == "train" else self.num_generations_eval
         weights = self.reward_weights.to(rewards.device)
         recipe = self.recipe
-        everyone = ESTIMATORS[recipe.estimator](Scores(rewards, weights, correct, group, self.scale_rewards,
-                                                       recipe.tie_weight))  # fmt: skip
+        scores = Scores(rewards, weights, correct, group, self.scale_rewards, recipe.tie_weight)
+        everyone = ESTIMATORS[recipe.estimator](scores)
+        self._batch_scores = scores
         size = len(output["advantages"])
         mine = slice(self.accelerator.process_index * size, (self.accelerator.process_index + 1) * size)
         output["advantages"] = everyone[mine].to(output["advantages"].dtype)
@@ -178,11 +195,28 @@ class GRPOStep:
             mine = teaching_groups(output["advantages"], group).sum().reshape(1)
             prompts = groups_without_silent(self.accelerator.gather(mine).tolist(), prompts)
         chosen = chosen_groups(output["advantages"], group, prompts)
-        kept = kept_rows(output, [g * group + i for g in chosen for i in range(group)], self.accelerator)
-        trained = self.accelerator.gather(teaching_groups(kept["advantages"], group).float())
+        advantages, per_group = output["advantages"].tolist(), self.recipe.train_per_group or group
+        rows = [g * group + i for g in chosen
+                for i in widest_rows(advantages[g * group : (g + 1) * group], per_group)]  # fmt: skip
+        kept = kept_rows(output, rows, self.accelerator)
+        if per_group < group:
+            kept["advantages"] = self.kept_advantages(rows, len(advantages), per_group).to(kept["advantages"].dtype)
+        trained = self.accelerator.gather(teaching_groups(kept["advantages"], per_group).float())
         self._metrics["train"]["groups/trained_signal"].append(trained.mean().item())
         self._metrics["train"]["groups/trained"].append(len(chosen))
+        self._metrics["train"]["groups/trained_completions"].append(len(rows))
         return kept
+
+    def kept_advantages(self, rows: list[int], size: int, per_group: int) -> torch.Tensor:
+        """The estimator's advantages over the kept completions of every process, each kept group as a group of
+        ``per_group``; this process's slice (its ``rows`` of its ``size``)."""
+        assert self._batch_scores is not None, "choose_groups before assign_advantages"
+        scores, process = self._batch_scores, self.accelerator.process_index
+        device = scores.correct.device
+        everyone = self.accelerator.gather(torch.tensor([process * size + row for row in rows], device=device))
+        kept = Scores(scores.rewards[everyone], scores.weights, scores.correct[everyone], per_group, scores.scale,
+                      scores.tie_weight)  # fmt: skip
+        return ESTIMATORS[self.recipe.estimator](kept)[process * len(rows) : (process + 1) * len(rows)]
 
     # 6. loss
     def _compute_loss(self, model: Any, inputs: dict) -> Any:
