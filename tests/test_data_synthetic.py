@@ -9,7 +9,8 @@ from conftest import TINY_YAML
 
 from llm_finetuning.config import ConfigError, DatasetSpec, PipelineConfig, SyntheticDataConfig
 from llm_finetuning.data import DatasetLoader, generate_arithmetic, tokenizer_corpus
-from llm_finetuning.data.synthetic import column_working, heldout_pairings
+from llm_finetuning.data.synthetic import heldout_pairings
+from llm_finetuning.tasks.workings import column_working
 
 SMALL = {"num_train": 600, "num_eval": 60}
 MODES = ["tuples", "wording", "both"]

@@ -179,11 +179,12 @@ class ReasoningGymConfig:
         "tasks built from templates (gsm_symbolic: 85 GSM8K templates): share of templates never in "
         "training, the only ones held-out problems use; 0 = hold out by seed only",
     )
-    working: Literal["lines", "rewrite"] = option(
+    working: Literal["lines", "rewrite", "columns"] = option(
         "lines",
         "how SFT works an arithmetic expression (chain_sum, basic_arithmetic): lines = each operation alone "
         "(6 - 0 = 6, 6 + 5 = 11); rewrite = the expression left after each operation (6 - 0 + 5 = 6 + 5, "
-        "6 + 5 = 11), for flat chains of + and -",
+        "6 + 5 = 11); columns = the expression left, then its first operation on magnitudes digit by digit "
+        "(44-84 = -(84-44): 4-4-0=0 8-4-0=4 =-40); rewrite and columns for flat chains of + and -",
     )
 
     def __post_init__(self) -> None:

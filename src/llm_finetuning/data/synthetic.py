@@ -7,7 +7,7 @@ operations, operations per problem, the share of story-style questions, and the 
 A problem is an (operands, operations) tuple rendered either bare ("What is 3 + 4?") or as a story ("Tom
 has 3 apples. He finds 4 more. ..."); the bare question adds parentheses where precedence would differ.
 The working (``working``) is evaluated left to right, either one line per operation ("7 + 5 = 12\\n12 - 3
-= 9") or column by column with the carry written out ("7+5+0=12\\n=12", see ``column_working``): with
+= 9") or column by column with the carry written out ("7+5+0=12\\n=12", see ``tasks.workings.column_working``): with
 columns, a sum never seen is a chain of single-digit steps seen many times.
 
 What is held out (``heldout_by``):
@@ -41,13 +41,14 @@ import numpy as np
 
 from ..config import SyntheticDataConfig
 from ..errors import DataError
+from ..tasks.workings import column_working
 
 if TYPE_CHECKING:
     from datasets import Dataset
 
     from ..config import PromptConfig
 
-__all__ = ["GENERATORS", "column_working", "generate_arithmetic", "heldout_pairings", "tokenizer_corpus"]
+__all__ = ["GENERATORS", "generate_arithmetic", "heldout_pairings", "tokenizer_corpus"]
 
 _OPERATIONS = ("+", "-", "*")
 _NAMES = (("Tom", "He"), ("Sara", "She"), ("Ali", "He"), ("Mia", "She"), ("Ben", "He"), ("Lena", "She"))
@@ -253,30 +254,3 @@ def _story(values: list[int], ops: list[str], choice: dict) -> str:
         sentences.append(phrasings[phrasing % len(phrasings)].format(pron=pron, n=operand, item=item))
     sentences.append(f"How many {item} does {name} have now?")
     return " ".join(sentences)
-
-
-
-def column_working(a: int, op: str, b: int) -> list[str]:
-    """``a op b`` digit by digit, least significant first, then the result as it is read.
-
-    Every line has one shape (``digit op digit op carry = value``), so the carry a line needs sits at the
-    same place in the line before: an unseen pair of operands is a sequence of practised single-digit steps.
-    Sums are written with two digits (``08``: carry 0, digit 8); a borrowing difference shows the borrowed
-    ten on its first digit (``12-8-0=4``, then ``5-3-1=1``).
-
-    >>> column_working(47, "+", 38)
-    ['7+8+0=15', '4+3+1=08', '=85']
-    >>> column_working(52, "-", 38)
-    ['12-8-0=4', '5-3-1=1', '=14']
-    """
-    width = max(len(str(a)), len(str(b)))
-    lines, carry = [], 0
-    for x, y in zip(map(int, str(a).zfill(width)[::-1]), map(int, str(b).zfill(width)[::-1])):
-        if op == "+":
-            lines.append(f"{x}+{y}+{carry}={x + y + carry:02d}")
-            carry = (x + y + carry) // 10
-        else:
-            borrow = int(x - y - carry < 0)
-            lines.append(f"{x + 10 * borrow}-{y}-{carry}={x + 10 * borrow - y - carry}")
-            carry = borrow
-    return [*lines, f"={a + b if op == '+' else a - b}"]

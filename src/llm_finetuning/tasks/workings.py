@@ -15,8 +15,19 @@ sloppy generated solution) is dropped and counted (the ``solution_agrees`` stage
   Two styles (``data.reasoning_gym.working``): ``lines`` writes each operation alone (``6 - 0 = 6``,
   ``6 + 5 = 11``); ``rewrite`` writes, on each line, the whole expression left with its first operation done
   (``6 - 0 + 5 = 6 + 5``, ``6 + 5 = 11``), so the terms still to add stay in sight and the working cannot end
-  while one is left. ``rewrite`` applies to flat chains of ``+`` and ``-`` (chain_sum); anything else keeps
-  ``lines``.
+  while one is left. ``columns`` is ``rewrite`` with each operation worked digit by digit (``column_working``):
+  the expression left on a line of its own, then the operation on the magnitudes it comes to (``44 - 84`` is
+  ``-(84 - 44)``, ``-37 + 58`` is ``58 - 37``), a column a step with its carry or borrow, and its value:
+
+      44 - 84 + 75
+      44-84 = -(84-44): 4-4-0=0 8-4-0=4 =-40
+      -40 + 75
+      -40+75 = 75-40: 5-0-0=5 7-4-0=3 =35
+      35
+
+  so a two-digit sum or difference, or one with a negative number, becomes a chain of one-digit steps the
+  model sees thousands of times. ``rewrite`` and ``columns`` apply to flat chains of ``+`` and ``-``
+  (chain_sum); anything else keeps ``lines``.
 
 ``WORKINGS`` maps a reasoning-gym task to its worked solution; a task that is not there has none (GRPO
 can still use it).
@@ -47,12 +58,13 @@ __all__ = [
     "WORKINGS",
     "Working",
     "agrees",
+    "column_working",
     "expression_working",
     "gsm8k_answer",
     "gsm8k_working",
 ]
 
-STYLES = ("lines", "rewrite")  # how an arithmetic expression is worked (module docstring)
+STYLES = ("lines", "rewrite", "columns")  # how an arithmetic expression is worked (module docstring)
 # GRPO rows under grpo_training.guidance, or with a reward that reads it (check_working): the SFT completion of
 # the row's worked solution, "" where it has none
 WORKED_COLUMN = "worked_completion"
@@ -95,9 +107,9 @@ def expression_working(expression: str, style: str = "lines") -> Working | None:
     order, in ``style`` (module docstring); ``None`` for anything else (a division by zero, a name, a float)."""
     try:
         tree = ast.parse(expression.strip(), mode="eval").body
-        chain = _flat_chain(tree) if style == "rewrite" else None
+        chain = _flat_chain(tree) if style in ("rewrite", "columns") else None
         if chain is not None:
-            return _rewrite(chain)
+            return _rewrite(chain) if style == "rewrite" else _columns(chain)
         steps: list[str] = []
         value = _reduce(tree, steps)
     except (SyntaxError, ValueError, ZeroDivisionError, RecursionError):
@@ -131,6 +143,68 @@ def _rewrite(chain: list[tuple[str, int]]) -> Working:
         rest = rest[1:]
         lines.append(f"{before} = {_chain_text(value, rest)}")
     return Working("\n".join(lines), str(value))
+
+
+def _columns(chain: list[tuple[str, int]]) -> Working:
+    """The expression left, then its first operation worked on magnitudes, column by column (module docstring)."""
+    value, rest = chain[0][1], chain[1:]
+    lines = [_chain_text(value, rest)]
+    while rest:
+        (sign, term), rest = rest[0], rest[1:]
+        lines.append(_signed_operation(value, sign, term))
+        value = value + term if sign == "+" else value - term
+        lines.append(_chain_text(value, rest))
+    return Working("\n".join(lines), str(value))
+
+
+def _signed_operation(value: int, sign: str, term: int) -> str:
+    """``value sign term`` (``term`` >= 0) as the addition or the larger-minus-smaller subtraction of magnitudes it
+    comes to, worked by ``column_working``; the sign in front where the result is negative."""
+    written = f"{value}{sign}{term}"
+    size = abs(value)
+    if value >= 0 and sign == "+":
+        inner, negative = (value, "+", term), False
+    elif value < 0 and sign == "-":  # -x - t = -(x + t)
+        inner, negative = (size, "+", term), True
+    elif value >= 0:  # v - t
+        inner, negative = ((value, "-", term), False) if value >= term else ((term, "-", value), True)
+    else:  # -x + t
+        inner, negative = ((term, "-", size), False) if term >= size else ((size, "-", term), True)
+    reduced = f"{inner[0]}{inner[1]}{inner[2]}"
+    result = str(-(size + term) if sign == "-" and value < 0 else value + term if sign == "+" else value - term)
+    if negative:
+        reduced = f"-({reduced})"
+    shown = written if reduced == written else f"{written} = {reduced}"
+    if max(inner[0], inner[2]) < 10:  # one digit each: the step is one the model knows by heart
+        return f"{shown} = {result}"
+    return f"{shown}: {' '.join(column_working(*inner)[:-1])} ={result}"
+
+
+def column_working(a: int, op: str, b: int) -> list[str]:
+    """``a op b`` (non-negative, ``a >= b`` for ``-``) digit by digit, least significant first, then the result
+    as it is read.
+
+    Every step has one shape (``digit op digit op carry = value``), so the carry a step needs sits at the same
+    place in the step before: an unseen pair of operands is a sequence of practised single-digit steps. Sums are
+    written with two digits (``08``: carry 0, digit 8); a borrowing difference shows the borrowed ten on its first
+    digit (``12-8-0=4``, then ``5-3-1=1``).
+
+    >>> column_working(47, "+", 38)
+    ['7+8+0=15', '4+3+1=08', '=85']
+    >>> column_working(52, "-", 38)
+    ['12-8-0=4', '5-3-1=1', '=14']
+    """
+    width = max(len(str(a)), len(str(b)))
+    steps, carry = [], 0
+    for x, y in zip(map(int, str(a).zfill(width)[::-1]), map(int, str(b).zfill(width)[::-1]), strict=True):
+        if op == "+":
+            steps.append(f"{x}+{y}+{carry}={x + y + carry:02d}")
+            carry = (x + y + carry) // 10
+        else:
+            borrow = int(x - y - carry < 0)
+            steps.append(f"{x + 10 * borrow}-{y}-{carry}={x + 10 * borrow - y - carry}")
+            carry = borrow
+    return [*steps, f"={a + b if op == '+' else a - b}"]
 
 
 def _chain_text(first: int, rest: list[tuple[str, int]]) -> str:
