@@ -81,6 +81,18 @@ def test_training_warnings_name_phantom_advantages_and_shrinking_completions(cap
     assert gated.warned == set()  # the gate gives all-wrong groups no advantage: nothing to warn of
 
 
+@pytest.mark.parametrize(("last", "warned"), [(0.034, False), (0.010, True)])
+def test_collapsing_entropy_is_warned_once_a_halving_is_not(caplog, last, warned):
+    health = GRPOHealth("gated")
+    with caplog.at_level(logging.WARNING, logger="llm_finetuning.training.health"):
+        for step in range(1, 13):
+            health.on_log(None, SimpleNamespace(global_step=step), None,
+                          logs={"entropy": 0.063 if step <= 5 else last})  # fmt: skip
+    messages = [r.getMessage() for r in caplog.records if "entropy fell" in r.getMessage()]
+    assert len(messages) == (1 if warned else 0)
+    assert not warned or "fell from 0.063 to 0.010" in messages[0] and "grpo_training.temperature" in messages[0]
+
+
 def test_debug_hints_name_phantom_advantages_all_wrong_groups_and_truncated_sampling():
     overall = {"distinct": 0.9, "tags": {}, "zero_std_groups": 0.1, "truncation_rate": 0.0, "correct": 0.1,
                "all_wrong_groups": 0.6, "phantom_groups": 0.5}  # fmt: skip
