@@ -10,6 +10,7 @@ the default recipe on TRL's colocated engine and asserts weights near 1 (tests/t
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -102,7 +103,11 @@ def test_trls_engine_is_started_reporting_the_mode_the_rule_chose(monkeypatch, t
     from llm_finetuning.session import Session
 
     built = []
-    monkeypatch.setattr(trl_generation, "LLM", lambda **arguments: built.append(arguments), raising=False)
+    def stand_in(**arguments):  # an engine whose sampler the CPU build's routing can reach, vLLM installed or not
+        built.append(arguments)
+        return SimpleNamespace(collective_rpc=lambda call: None)
+
+    monkeypatch.setattr(trl_generation, "LLM", stand_in, raising=False)
     owner = Session.open(PipelineConfig()).engines
     for mode, seqs in (("raw_logprobs", 32), (None, 512)):  # TRL's max_num_seqs: one training batch
         with trl_engine_start(owner, mode):
