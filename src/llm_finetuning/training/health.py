@@ -63,21 +63,19 @@ class GRPOHealth(TrainerCallback):
                    "grpo_training.advantages: gated")  # fmt: skip
 
     def _check_lengths(self, step: int) -> None:
-        if len(self.lengths) < 2 * WINDOW:
+        fall = _fallen(self.lengths, SHRINK)
+        if fall is None:
             return
-        first, last = statistics.fmean(self.lengths[:WINDOW]), statistics.fmean(self.lengths[-WINDOW:])
-        if last >= SHRINK * first:
-            return
+        first, last = fall
         self._warn("shrinking", f"GRPO step {step}: completions shrank from {first:.1f} to {last:.1f} tokens: the "
                    "policy may be learning to stop early; watch the held-out accuracy, and lower "
                    "grpo_training.learning_rate or set grpo_training.beta (a KL anchor to the SFT policy)")  # fmt: skip
 
     def _check_entropy(self, step: int) -> None:
-        if len(self.entropies) < 2 * WINDOW:
+        fall = _fallen(self.entropies, COLLAPSE)
+        if fall is None:
             return
-        first, last = statistics.fmean(self.entropies[:WINDOW]), statistics.fmean(self.entropies[-WINDOW:])
-        if last >= COLLAPSE * first:
-            return
+        first, last = fall
         self._warn("entropy", f"GRPO step {step}: the completions' entropy fell from {first:.3f} to {last:.3f}: "
                    "the policy is collapsing onto one answer a problem, so its groups stop differing; lower "
                    "grpo_training.learning_rate, raise grpo_training.temperature or set grpo_training.beta "
@@ -87,3 +85,11 @@ class GRPOHealth(TrainerCallback):
         if kind not in self.warned:
             self.warned.add(kind)
             logger.warning(message)
+
+
+def _fallen(values: list[float], ratio: float) -> tuple[float, float] | None:
+    """The first and the last steps' means of ``values`` where the last fell below ``ratio`` times the first."""
+    if len(values) < 2 * WINDOW:
+        return None
+    first, last = statistics.fmean(values[:WINDOW]), statistics.fmean(values[-WINDOW:])
+    return (first, last) if last < ratio * first else None
