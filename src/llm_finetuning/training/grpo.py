@@ -143,6 +143,8 @@ class GRPOPhase(TrainingPhase):
             curriculum=curriculum,
             guidance=section.guidance,
             shared_prompt=plan.shares("grpo"), ratio_in_loss=plan.trl_loss,
+            line_credit=section.line_credit, working_end=self.config.prompt.reasoning_end,
+            answer_start=self.config.prompt.solution_start,
         )
 
 

@@ -15,7 +15,9 @@ order it runs (``_generate_and_score_completions``):
 5. **choose groups** (``choose_groups``): with oversampling, the groups that teach (``oversample.py``); with
    ``drop_silent_groups``, those alone; with ``train_per_group``, the completions of each whose advantages spread
    the most, their advantages estimated again over the kept ones (``downsample.py``). With a KL term, the
-   reference log-probs of the kept rows alone (``reference.py``), not of every row generated.
+   reference log-probs of the kept rows alone (``reference.py``), not of every row generated. With
+   ``line_credit``, the kept completions' advantages per token: a wrong answer's right lines carry none
+   (``line_credit.py``; the lines read in step 3).
 6. **loss** (TRL's loss; ``_compute_loss``, ``_get_per_token_logps_and_entropies``): the importance-sampling
    ratio computed in the loss pass instead of TRL's extra pass (``importance.py``); each group's prompt computed
    once (``shared_prompt.py``).
@@ -36,13 +38,16 @@ from typing import Any
 import torch
 
 from ..rewards.estimators import ESTIMATORS, Scores
-from . import guidance, importance, reference, shared_prompt
+from . import guidance, importance, line_credit, reference, shared_prompt
 from .advantages import group_figures, teaching_groups
 from .curriculum import Curriculum, CurriculumCheckpoint
 from .downsample import widest_rows
 from .oversample import chosen_groups, extra_indices, groups_without_silent, kept_rows
 
 __all__ = ["GRPOStep", "StepRecipe", "grpo_trainer_class"]
+
+
+_SPANS = "line_credit_spans"  # the step's batch carries each row's CreditSpan from scoring to the loss
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,9 @@ class StepRecipe:
     guidance: bool = False  # an all-wrong group's last completion becomes its problem's worked solution
     shared_prompt: bool = False  # log-prob passes compute each group's prompt once
     ratio_in_loss: bool = False  # TRL's loss (not Unsloth's): the importance ratio may come from the loss pass
+    line_credit: str | None = None  # a check in line_credit.LINE_CHECKS: advantages per token
+    working_end: str = ""  # the tag that ends the working (line_credit reads the lines before it)
+    answer_start: str = ""  # the tag that opens the answer, where the working's end is missing
 
     @property
     def chooses(self) -> bool:
@@ -82,6 +90,7 @@ class GRPOStep:
         self._scores: tuple[torch.Tensor, torch.Tensor] | None = None  # rewards, every process's verdicts
         self._batch_scores: Scores | None = None  # the step's, every process's: train_per_group estimates again
         self._loss_inputs: dict | None = None  # the batch whose loss pass computes the importance ratio
+        self._spans: list[line_credit.CreditSpan] = []  # this process's completions', in tokens (line_credit)
         super().__init__(*args, **kwargs)
         self._ratio_in_loss = recipe.ratio_in_loss and importance.applies(self)
         if recipe.curriculum is not None:
@@ -101,11 +110,13 @@ class GRPOStep:
             recipe.curriculum.observe(levels, correct.view(-1, group).tolist())
             for name, value in recipe.curriculum.figures(levels).items():
                 self._metrics["train"][name].append(value)
-        if not recipe.chooses:
-            return output
-        kept = self.choose_groups(output, prompts)
-        if self.beta != 0.0:
+        if recipe.line_credit is not None:
+            output[_SPANS], self._spans = self._spans, []  # cut with the rows the step keeps
+        kept = self.choose_groups(output, prompts) if recipe.chooses else output
+        if recipe.chooses and self.beta != 0.0:
             kept["ref_per_token_logps"] = reference.kept_log_probs(self, kept)
+        if recipe.line_credit is not None:
+            self.credit_by_line(kept, kept.pop(_SPANS))
         return kept
 
     # 1. choose prompts
@@ -164,6 +175,8 @@ class GRPOStep:
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
         verdicts = [float(self.recipe.is_correct(text, row)) for text, row in zip(texts, inputs, strict=True)]
+        if self.recipe.line_credit is not None and self.model.training:
+            self._spans = self.line_spans(inputs, completion_ids_list)
         self._scores = rewards, self.accelerator.gather(torch.tensor(verdicts, device=rewards.device))
         return rewards
 
@@ -217,6 +230,25 @@ class GRPOStep:
         kept = Scores(scores.rewards[everyone], scores.weights, scores.correct[everyone], per_group, scores.scale,
                       scores.tie_weight)  # fmt: skip
         return ESTIMATORS[self.recipe.estimator](kept)[process * len(rows) : (process + 1) * len(rows)]
+
+    def credit_by_line(self, kept: dict[str, Any], spans: list[line_credit.CreditSpan]) -> None:
+        """The kept completions' advantages per token (``line_credit.py``), and what that moved, logged."""
+        advantages, mask = kept["advantages"], kept["completion_mask"]
+        for name, value in line_credit.figures(advantages, spans, mask).items():
+            self._metrics["train"][name].append(value)
+        kept["advantages"] = line_credit.token_advantages(advantages, spans, mask.shape[1])
+
+    def line_spans(self, rows: list[dict], ids: Any) -> list[line_credit.CreditSpan]:
+        """Each completion's checked working lines (step 3), in its tokens."""
+        recipe, tokenizer = self.recipe, self.processing_class
+        assert recipe.line_credit is not None
+        spans = []
+        for row, completion in zip(rows, ids, strict=True):
+            text = tokenizer.decode(list(completion), skip_special_tokens=True)  # the text the offsets are of
+            span = line_credit.credit_span(text, str(row.get("answer", "")), recipe.line_credit, recipe.working_end,
+                                           recipe.answer_start)  # fmt: skip
+            spans.append(line_credit.in_tokens(span, line_credit.token_ends(list(completion), tokenizer)))
+        return spans
 
     # 6. loss
     def _compute_loss(self, model: Any, inputs: dict) -> Any:
