@@ -39,9 +39,12 @@ def test_a_right_working_is_accepted_to_its_end_and_nothing_is_rejected():
 
 def test_the_first_line_that_leaves_the_answer_is_where_the_working_went_wrong():
     wrong = "4 + 3 - 2 + 5 = 7 - 2 + 5\n7 - 2 + 5 = 4 + 5\n4 + 5 = 9" + END + "<SOLUTION>9</SOLUTION>"
-    assert credit_span(wrong, "10", "equal_to_answer", END) == CreditSpan(25, 26)
-    # an unequal line is wrong to both checks
-    assert credit_span("4 + 3 - 2 + 5 = 7 - 2\n7 - 2 = 5" + END, "10", "equations", END) == CreditSpan(0, 0)
+    assert credit_span(wrong, "10", "equal_to_answer", END) == CreditSpan(38, 38)  # right up to "4 + 5"
+    # an unequal line is wrong to both checks, from its first side that disagrees
+    assert credit_span("4 + 3 - 2 + 5 = 7 - 2\n7 - 2 = 5" + END, "10", "equations", END) == CreditSpan(16, 16)
+    # a side 0 that leaves the answer (a miscopied expression) is wrong from the line's start
+    miscopied = "4 + 3 - 2 + 5 = 7 - 2 + 5\n7 - 2 + 6 = 11" + END
+    assert credit_span(miscopied, "10", "equal_to_answer", END) == CreditSpan(25, 26)
     # a term dropped in copying the expression keeps each line's sides equal: only the answer's value shows it
     dropped = "4 + 3 - 2 = 7 - 2\n7 - 2 = 5" + END
     assert credit_span(dropped, "10", "equations", END) == CreditSpan(27, None)
@@ -69,8 +72,9 @@ class Pieces:
 def test_character_spans_become_the_tokens_wholly_before_them():
     ends = token_ends(list(range(11)) + [99], Pieces())
     assert ends == [1, 3, 5, 7, 10, 11, 12, 13, 15, 17, 22, 22]
-    # "4 + 6 = 10" accepted (10 characters: 5 tokens), "10 = 9" rejected from character 11 (token 6)
-    assert in_tokens(credit_span(Pieces().decode(range(11)), "10", "equations", "<end>"), ends) == CreditSpan(5, 6)
+    # "4 + 6 = 10" accepted, "10 = 9" rejected at its "9" (character 16): the 9 tokens before it were right
+    assert in_tokens(credit_span(Pieces().decode(range(11)), "10", "equations", "<end>"), ends) == CreditSpan(9, 9)
+    assert in_tokens(CreditSpan(10, 11), ends) == CreditSpan(5, 6)  # the "\n" between (10-11) keeps its advantage
     assert in_tokens(CreditSpan(10, 11), None) == CreditSpan(0, None)  # pieces that do not add up move nothing
 
 

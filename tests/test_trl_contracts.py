@@ -66,6 +66,12 @@ def test_trls_reference_pass_is_the_one_beta_turns_on_and_its_loss_reads_what_we
     assert 'inputs["ref_per_token_logps"]' in inspect.getsource(trl.GRPOTrainer._compute_loss)
 
 
+def test_trls_loss_takes_advantages_per_token_as_line_credit_gives_them():
+    # training/line_credit.py hands the loss (completions, tokens) advantages; TRL unsqueezes only one a completion
+    loss = inspect.getsource(trl.GRPOTrainer._compute_loss)
+    assert "if advantages.dim() == 1:" in loss and "advantages = advantages.unsqueeze(1)" in loss
+
+
 def test_docs_architecture_lists_every_trl_internal_the_project_touches():
     listed = (SRC.parents[1] / "docs" / "architecture.md").read_text()
     names = [f"{owner.rpartition('.')[2]}.{method}" for owner, methods in OBJECT_METHODS.items() for method in methods]

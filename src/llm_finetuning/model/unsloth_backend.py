@@ -99,6 +99,11 @@ class UnslothBackend(Backend):
                 "grpo_training.vllm_mode: server, but Unsloth generates with its own engine in the training process "
                 "(or with model.generate); set model.backend=hf to generate with a vLLM server, or vllm_mode: colocate"
             )
+        if section.line_credit is not None and self.machine.cuda:
+            raise ConfigError(
+                "grpo_training.line_credit gives advantages per token, and Unsloth's compiled GRPO loss on CUDA was "
+                "never run with them (TRL's loss takes them); set model.backend=hf, or line_credit: null"
+            )
         refused = self.engine_problem(config.model)
         if section.use_vllm and refused:
             raise ConfigError(_engine_refused(refused))

@@ -13,7 +13,7 @@ differently. ``replace_method`` refuses a name the list lacks.
 | --- | --- | --- |
 | ``GRPOTrainer._generate_and_score_completions`` | ``training/grpo_trainer.py`` | the step's prompts are chosen (oversampling, curriculum), advantages come from the registered estimator, groups with signal are trained first |
 | ``GRPOTrainer._generate_single_turn`` | ``training/grpo_trainer.py`` | an all-wrong group gets its problem's worked solution (guidance) |
-| ``GRPOTrainer._calculate_rewards`` | ``training/grpo_trainer.py`` | the grader's verdict is kept beside the rewards |
+| ``GRPOTrainer._calculate_rewards`` | ``training/grpo_trainer.py`` | the grader's verdict is kept beside the rewards; with ``line_credit``, each completion's working lines are checked (TRL's loss takes the advantages per token they give) |
 | ``GRPOTrainer._compute_loss`` | ``training/grpo_trainer.py`` | the importance-sampling ratio comes from the loss pass |
 | ``GRPOTrainer._get_per_token_logps_and_entropies`` | ``training/grpo_trainer.py`` | a group's prompt is computed once; the loss pass's log-probs give the ratio |
 | ``SFTTrainer.compute_loss`` | ``training/sft.py`` | a batch's common prefix is computed once |

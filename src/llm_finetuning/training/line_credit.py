@@ -9,14 +9,15 @@ can be checked one at a time without a worked solution, the step can say which l
 
 - a line is read as an equation of integer expressions (``44 - 84 + 75 = -40 + 75``: digits, ``+ - *``,
   parentheses); a line that is not one (prose, a tag, a division) is neither accepted nor rejected;
-- a registered check (``LINE_CHECKS``) accepts or rejects each readable line against the row's final answer,
-  the only thing an answer-only row holds: ``equations`` (its sides are equal), ``equal_to_answer`` (every side
+- a registered check (``LINE_CHECKS``) finds the first wrong side of each readable line against the row's final
+  answer, the only thing an answer-only row holds: ``equations`` (its sides are equal), ``equal_to_answer`` (every side
   is the answer: a working that rewrites the expression one operation a line keeps its value, so a dropped term or
   a wrong sum shows on the line where it happens);
-- in a completion whose advantage is negative, the tokens before its first rejected line carry no advantage (and,
-  where no line is rejected, those up to the end of its last accepted line: the error is in what follows, the
-  answer or a stop); in one whose advantage is positive, the tokens from its first rejected line on carry none (a
-  right answer reached through a wrong line is not taught there). The advantages become per token; the loss's
+- in a completion whose advantage is negative, the tokens before its first wrong side (of its first rejected line:
+  in ``4 + 3 - 2 = 6 - 2`` the ``6 - 2``) carry no advantage (and, where no line is rejected, those up to the end
+  of its last accepted line: the error is in what follows, the answer or a stop); in one whose advantage is
+  positive, the tokens from that side on carry none (a right answer reached through a wrong line is not taught
+  there). The advantages become per token; the loss's
   normaliser is unchanged, so a masked token counts as a token that taught nothing.
 
 The working is the text before ``reasoning_end`` (the prompt's tag), or before ``solution_start`` where the tag is
@@ -24,7 +25,7 @@ missing. Token offsets come from decoding each completion token alone; a complet
 its text (bytes of one character split over tokens) keeps its sequence-level advantage.
 
     >>> credit_span("4 + 3 - 2 = 7 - 2\\n7 - 2 = 4<end_working_out>", "5", "equal_to_answer", "<end_working_out>")
-    CreditSpan(right_until=17, wrong_from=18)
+    CreditSpan(right_until=26, wrong_from=26)
 """
 
 from __future__ import annotations
@@ -93,34 +94,46 @@ def _answer_value(answer: str) -> int | None:
         return None
 
 
-def _equal_sides(sides: list[int], answer: str) -> bool:
-    return len(set(sides)) == 1
+def _first_unequal(sides: list[int], answer: str) -> int | None:
+    return next((index for index, side in enumerate(sides) if side != sides[0]), None)
 
 
-def _sides_are_the_answer(sides: list[int], answer: str) -> bool:
+def _first_not_the_answer(sides: list[int], answer: str) -> int | None:
     value = _answer_value(answer)
-    return value is not None and all(side == value for side in sides)
+    return 0 if value is None else next((index for index, side in enumerate(sides) if side != value), None)
 
 
-# check name -> (a readable line's sides, the row's answer) -> whether the line is right
-LINE_CHECKS: dict[str, Callable[[list[int], str], bool]] = {
-    "equations": _equal_sides,
-    "equal_to_answer": _sides_are_the_answer,
+# check name -> (a readable line's sides, the row's answer) -> the first of the sides that is wrong (None: none is)
+LINE_CHECKS: dict[str, Callable[[list[int], str], int | None]] = {
+    "equations": _first_unequal,
+    "equal_to_answer": _first_not_the_answer,
 }
 
 
+def _side_starts(line: str) -> list[int]:
+    """Where each ``=``-separated side of ``line`` starts (its first character that is not a space)."""
+    starts, offset = [], 0
+    for side in line.split("="):
+        starts.append(offset + len(side) - len(side.lstrip()))
+        offset += len(side) + 1
+    return starts
+
+
 def credit_span(text: str, answer: str, check: str, working_end: str, answer_start: str = "") -> CreditSpan:
-    """The working's checked lines (module docstring) as a ``CreditSpan`` of ``text``'s characters."""
+    """The working's checked lines (module docstring) as a ``CreditSpan`` of ``text``'s characters: a rejected
+    line is right up to its first wrong side (``4 + 3 - 2 = 6 - 2`` went wrong at ``6``, not at ``4``)."""
     end = text.find(working_end)
     if end < 0 and answer_start:
         end = text.find(answer_start)
     working = text if end < 0 else text[:end]
-    accepts, right_until, start = LINE_CHECKS[check], 0, 0
+    first_wrong, right_until, start = LINE_CHECKS[check], 0, 0
     for line in working.split("\n"):
         sides = equation_sides(line)
         if sides is not None:
-            if not accepts(sides, answer):
-                return CreditSpan(right_until, start)
+            wrong = first_wrong(sides, answer)
+            if wrong is not None:
+                at = start + _side_starts(line)[wrong]
+                return CreditSpan(at if wrong else right_until, at)
             right_until = start + len(line.rstrip())
         start += len(line) + 1
     return CreditSpan(right_until, None)
