@@ -8,16 +8,9 @@ import json
 import pytest
 import torch
 
+from llm_finetuning.grading.lines import CreditSpan, credit_span, equation_sides
 from llm_finetuning.schema import ConfigError
-from llm_finetuning.training.line_credit import (
-    CreditSpan,
-    credit_span,
-    equation_sides,
-    figures,
-    in_tokens,
-    token_advantages,
-    token_ends,
-)
+from llm_finetuning.training.line_credit import figures, in_tokens, token_advantages, token_ends
 
 END = "<end_working_out>"
 RIGHT = "4 + 3 - 2 + 5 = 7 - 2 + 5\n7 - 2 + 5 = 5 + 5\n5 + 5 = 10" + END + "<SOLUTION>10</SOLUTION>"
@@ -103,9 +96,11 @@ def test_a_wrong_answer_keeps_its_advantage_from_the_first_wrong_line_and_a_righ
 
 
 def test_line_credit_names_a_registered_check(tiny_config):
-    assert tiny_config("grpo_training.line_credit=equal_to_answer").grpo_training.line_credit == "equal_to_answer"
-    with pytest.raises(ConfigError, match="line_credit"):
-        tiny_config("grpo_training.line_credit=lines")
+    from llm_finetuning.session.checks import check_config
+
+    assert check_config(tiny_config("grpo_training.line_credit=equal_to_answer")).grpo_training.line_credit
+    with pytest.raises(ConfigError, match="unknown line check 'equal_to_answr'; did you mean equal_to_answer"):
+        check_config(tiny_config("grpo_training.line_credit=equal_to_answr"))
 
 
 def test_the_tiny_models_wrong_answers_lose_credit_only_from_their_first_wrong_line(tmp_path, tiny_config):

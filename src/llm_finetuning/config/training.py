@@ -122,9 +122,9 @@ class GRPOTrainingConfig(TRLSection):
         "step up with silent groups (a constant batch). Pairs with oversample",
     )
     line_credit: str | None = option(
-        None, "credit by working line, checked against the row's answer alone (training/line_credit.py): a wrong "
-        "answer's tokens before its first rejected line carry no advantage, a right answer's from that line on "
-        "carry none; the check by name: equations (each line's sides equal), equal_to_answer (every side is the "
+        None, "credit by working line, checked against the row's answer alone (grading/lines.py): a wrong "
+        "answer's tokens before the first wrong side of its first rejected line carry no advantage, a right "
+        "answer's from there on carry none (training/line_credit.py); the check by name: equations (each line's sides equal), equal_to_answer (every side is the "
         "answer: workings that rewrite the expression); null = one advantage a completion (TRL's)",
     )
     guidance: bool = option(
@@ -174,10 +174,6 @@ class GRPOTrainingConfig(TRLSection):
                 % self.num_generations == 0, "oversample",
                 "chooses among whole groups, so each process's batch (per_device_train_batch_size x "
                 "gradient_accumulation_steps) must be a multiple of num_generations")  # fmt: skip
-        from ..training.line_credit import LINE_CHECKS
-
-        require(self.line_credit is None or self.line_credit in LINE_CHECKS, "line_credit",
-                f"must be one of {sorted(LINE_CHECKS)} or null (got {self.line_credit!r})")
         kept = self.train_per_group
         require(kept is None or 2 <= kept <= self.num_generations, "train_per_group",
                 f"must be 2 to num_generations ({self.num_generations}), or null for all (got {kept})")

@@ -26,6 +26,7 @@ def check_config(config: PipelineConfig) -> PipelineConfig:
     _check_trackers(config.report_to)
     _check_rewards(config)
     _check_estimator(config.grpo_training.advantages)
+    _check_line_credit(config.grpo_training.line_credit)
     _check_tasks(config.data)
     _check_generation_batch(config)
     return config
@@ -49,6 +50,15 @@ def _check_rewards(config: PipelineConfig) -> None:
     except ValueError as exc:
         raise ConfigError(f"rewards: {exc}") from None
     _check_answer_only(config)
+
+
+def _check_line_credit(name: str | None) -> None:
+    from ..grading.lines import LINE_CHECKS
+
+    if name is not None and name not in LINE_CHECKS:
+        match = closest(name, LINE_CHECKS)
+        raise ConfigError(f"grpo_training.line_credit: unknown line check {name!r}; " + (
+            f"did you mean {match}?" if match else f"known: {', '.join(LINE_CHECKS)} (grading/lines.py), or null"))
 
 
 def _check_estimator(name: str) -> None:

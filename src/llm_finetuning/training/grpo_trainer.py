@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from ..grading.lines import CreditSpan, credit_span
 from ..rewards.estimators import ESTIMATORS, Scores
 from . import guidance, importance, line_credit, reference, shared_prompt
 from .advantages import group_figures, teaching_groups
@@ -65,7 +66,7 @@ class StepRecipe:
     guidance: bool = False  # an all-wrong group's last completion becomes its problem's worked solution
     shared_prompt: bool = False  # log-prob passes compute each group's prompt once
     ratio_in_loss: bool = False  # TRL's loss (not Unsloth's): the importance ratio may come from the loss pass
-    line_credit: str | None = None  # a check in line_credit.LINE_CHECKS: advantages per token
+    line_credit: str | None = None  # a check in grading.lines.LINE_CHECKS: advantages per token
     working_end: str = ""  # the tag that ends the working (line_credit reads the lines before it)
     answer_start: str = ""  # the tag that opens the answer, where the working's end is missing
 
@@ -90,7 +91,7 @@ class GRPOStep:
         self._scores: tuple[torch.Tensor, torch.Tensor] | None = None  # rewards, every process's verdicts
         self._batch_scores: Scores | None = None  # the step's, every process's: train_per_group estimates again
         self._loss_inputs: dict | None = None  # the batch whose loss pass computes the importance ratio
-        self._spans: list[line_credit.CreditSpan] = []  # this process's completions', in tokens (line_credit)
+        self._spans: list[CreditSpan] = []  # this process's completions', in tokens (line_credit)
         super().__init__(*args, **kwargs)
         self._ratio_in_loss = recipe.ratio_in_loss and importance.applies(self)
         if recipe.curriculum is not None:
@@ -231,22 +232,22 @@ class GRPOStep:
                       scores.tie_weight)  # fmt: skip
         return ESTIMATORS[self.recipe.estimator](kept)[process * len(rows) : (process + 1) * len(rows)]
 
-    def credit_by_line(self, kept: dict[str, Any], spans: list[line_credit.CreditSpan]) -> None:
+    def credit_by_line(self, kept: dict[str, Any], spans: list[CreditSpan]) -> None:
         """The kept completions' advantages per token (``line_credit.py``), and what that moved, logged."""
         advantages, mask = kept["advantages"], kept["completion_mask"]
         for name, value in line_credit.figures(advantages, spans, mask).items():
             self._metrics["train"][name].append(value)
         kept["advantages"] = line_credit.token_advantages(advantages, spans, mask.shape[1])
 
-    def line_spans(self, rows: list[dict], ids: Any) -> list[line_credit.CreditSpan]:
+    def line_spans(self, rows: list[dict], ids: Any) -> list[CreditSpan]:
         """Each completion's checked working lines (step 3), in its tokens."""
         recipe, tokenizer = self.recipe, self.processing_class
         assert recipe.line_credit is not None
         spans = []
         for row, completion in zip(rows, ids, strict=True):
             text = tokenizer.decode(list(completion), skip_special_tokens=True)  # the text the offsets are of
-            span = line_credit.credit_span(text, str(row.get("answer", "")), recipe.line_credit, recipe.working_end,
-                                           recipe.answer_start)  # fmt: skip
+            span = credit_span(text, str(row.get("answer", "")), recipe.line_credit, recipe.working_end,
+                               recipe.answer_start)  # fmt: skip
             spans.append(line_credit.in_tokens(span, line_credit.token_ends(list(completion), tokenizer)))
         return spans
 
