@@ -61,9 +61,13 @@ class Pieces:
     def decode(self, ids, skip_special_tokens=True):
         return "".join(self.PIECES[i] if i < len(self.PIECES) else "" for i in ids)
 
+    def batch_decode(self, batch, skip_special_tokens=True):
+        return [self.decode(ids) for ids in batch]
+
 
 def test_character_spans_become_the_tokens_wholly_before_them():
-    ends = token_ends(list(range(11)) + [99], Pieces())
+    ids = [*range(11), 99]
+    ends = token_ends(ids, Pieces().decode(ids), Pieces())
     assert ends == [1, 3, 5, 7, 10, 11, 12, 13, 15, 17, 22, 22]
     # "4 + 6 = 10" accepted, "10 = 9" rejected at its "9" (character 16): the 9 tokens before it were right
     assert in_tokens(credit_span(Pieces().decode(range(11)), "10", "equations", "<end>"), ends) == CreditSpan(9, 9)
@@ -77,7 +81,7 @@ class SplitCharacter(Pieces):
 
 
 def test_tokens_that_do_not_decode_alone_to_their_text_give_no_offsets():
-    assert token_ends([0, 1], SplitCharacter()) is None
+    assert token_ends([0, 1], SplitCharacter().decode([0, 1]), SplitCharacter()) is None
 
 
 def test_a_wrong_answer_keeps_its_advantage_from_the_first_wrong_line_and_a_right_one_up_to_it():

@@ -124,8 +124,9 @@ class GRPOTrainingConfig(TRLSection):
     line_credit: str | None = option(
         None, "credit by working line, checked against the row's answer alone (grading/lines.py): a wrong "
         "answer's tokens before the first wrong side of its first rejected line carry no advantage, a right "
-        "answer's from there on carry none (training/line_credit.py); the check by name: equations (each line's sides equal), equal_to_answer (every side is the "
-        "answer: workings that rewrite the expression); null = one advantage a completion (TRL's)",
+        "answer's from there on carry none (training/line_credit.py); the check by name: equations (each line's "
+        "sides equal), equal_to_answer (every side is the answer: workings that rewrite the expression); null = "
+        "one advantage a completion (TRL's)",
     )
     guidance: bool = option(
         False, "a group whose completions are all wrong gets its problem's worked solution (the SFT completion) in "

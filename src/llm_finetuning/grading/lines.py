@@ -25,6 +25,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .extract import parse_number
+
 __all__ = ["LINE_CHECKS", "CreditSpan", "credit_span", "equation_sides"]
 
 MAX_LINE = 200  # characters: a longer line is not read (the check stays bounded on any output)
@@ -37,8 +39,8 @@ _OPERATORS: dict[type, Callable[[int, int], int]] = {ast.Add: operator.add, ast.
 @dataclass(frozen=True)
 class CreditSpan:
     """Where a completion's working was right and where it went wrong, in characters of its text (or tokens):
-    everything before ``right_until`` was accepted (0: nothing), and ``wrong_from`` starts its first rejected
-    line (``None``: none was)."""
+    everything before ``right_until`` was accepted (0: nothing), and ``wrong_from`` starts the first wrong side
+    of its first rejected line (``None``: none was)."""
 
     right_until: int
     wrong_from: int | None
@@ -72,24 +74,17 @@ def equation_sides(line: str) -> list[int] | None:
         return None
 
 
-def _answer_value(answer: str) -> int | None:
-    try:
-        return int(answer.strip().replace(",", ""))
-    except ValueError:
-        return None
-
-
-def _first_unequal(sides: list[int], answer: str) -> int | None:
+def _first_unequal(sides: list[int], answer: int | None) -> int | None:
     return next((index for index, side in enumerate(sides) if side != sides[0]), None)
 
 
-def _first_not_the_answer(sides: list[int], answer: str) -> int | None:
-    value = _answer_value(answer)
-    return 0 if value is None else next((index for index, side in enumerate(sides) if side != value), None)
+def _first_not_the_answer(sides: list[int], answer: int | None) -> int | None:
+    return 0 if answer is None else next((index for index, side in enumerate(sides) if side != answer), None)
 
 
-# check name -> (a readable line's sides, the row's answer) -> the first of the sides that is wrong (None: none is)
-LINE_CHECKS: dict[str, Callable[[list[int], str], int | None]] = {
+# check name -> (a readable line's sides, the row's answer as an integer, None where it is not one) -> the first
+# of the sides that is wrong (None: none is)
+LINE_CHECKS: dict[str, Callable[[list[int], int | None], int | None]] = {
     "equations": _first_unequal,
     "equal_to_answer": _first_not_the_answer,
 }
@@ -111,11 +106,13 @@ def credit_span(text: str, answer: str, check: str, working_end: str, answer_sta
     if end < 0 and answer_start:
         end = text.find(answer_start)
     working = text if end < 0 else text[:end]
+    number = parse_number(answer)
+    value = int(number) if number is not None and number.is_integer() else None
     first_wrong, right_until, start = LINE_CHECKS[check], 0, 0
     for line in working.split("\n"):
         sides = equation_sides(line)
         if sides is not None:
-            wrong = first_wrong(sides, answer)
+            wrong = first_wrong(sides, value)
             if wrong is not None:
                 at = start + _side_starts(line)[wrong]
                 return CreditSpan(at if wrong else right_until, at)

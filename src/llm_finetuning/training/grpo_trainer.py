@@ -248,7 +248,7 @@ class GRPOStep:
             text = tokenizer.decode(list(completion), skip_special_tokens=True)  # the text the offsets are of
             span = credit_span(text, str(row.get("answer", "")), recipe.line_credit, recipe.working_end,
                                recipe.answer_start)  # fmt: skip
-            spans.append(line_credit.in_tokens(span, line_credit.token_ends(list(completion), tokenizer)))
+            spans.append(line_credit.in_tokens(span, line_credit.token_ends(completion, text, tokenizer)))
         return spans
 
     # 6. loss

@@ -30,12 +30,11 @@ if TYPE_CHECKING:
 __all__ = ["figures", "in_tokens", "token_advantages", "token_ends"]
 
 
-def token_ends(ids: Sequence[int], tokenizer: Any) -> list[int] | None:
-    """The character offset where each of ``ids``'s tokens ends in their decoded text, or ``None`` where tokens
-    decoded alone do not add up to that text."""
-    ids = [int(token) for token in ids]
-    pieces = [tokenizer.decode([token], skip_special_tokens=True) for token in ids]
-    if "".join(pieces) != tokenizer.decode(ids, skip_special_tokens=True):
+def token_ends(ids: Sequence[int], text: str, tokenizer: Any) -> list[int] | None:
+    """The character offset where each of ``ids``'s tokens ends in ``text`` (their decoded text), or ``None``
+    where tokens decoded alone do not add up to it."""
+    pieces = tokenizer.batch_decode([[int(token)] for token in ids], skip_special_tokens=True)
+    if "".join(pieces) != text:
         return None
     ends, total = [], 0
     for piece in pieces:
@@ -56,8 +55,8 @@ def in_tokens(span: CreditSpan, ends: list[int] | None) -> CreditSpan:
 
 def token_advantages(advantages: torch.Tensor, spans: Sequence[CreditSpan], length: int) -> torch.Tensor:
     """``advantages`` (one a completion) as ``(completions, length)`` advantages per token, each row's ``span``
-    (in tokens) applied: a negative row's accepted tokens carry 0, a positive row's tokens from its first rejected
-    line on carry 0."""
+    (in tokens) applied: a negative row's accepted tokens carry 0, a positive row's tokens from its first wrong
+    side on carry 0."""
     per_token = advantages.unsqueeze(1).repeat(1, length)
     for row, (advantage, span) in enumerate(zip(advantages.tolist(), spans, strict=True)):
         if advantage < 0:
