@@ -208,6 +208,7 @@ def _unsloth_engine_config(*overrides: str) -> PipelineConfig:
         (["sft_training.gradient_checkpointing=false"],  # Unsloth's checkpointing is the model's, for both phases
          "sft_training.gradient_checkpointing: false, but Unsloth builds its activation checkpointing into the model"),
         (["grpo_training.line_credit=equations"], "line_credit gives advantages per token, and Unsloth's compiled"),
+        (["grpo_training.sft_anchor=1.0"], "sft_anchor adds a second forward pass .* Unsloth's compiled GRPO"),
     ],
 )
 def test_choices_unsloths_engine_would_override_are_refused_up_front(cuda, overrides, message):

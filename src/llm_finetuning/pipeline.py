@@ -232,7 +232,8 @@ class Run:
         phase = GRPOPhase(self.config, self.session.plan, self.session.manager, self.session.engines, self.grpo_data,
                           self.reward_funcs, self.reward_weights, self.recorder.metrics, judge=self.judge,
                           evaluations=self.evaluations, start_adapter=left.start_adapter(),
-                          evaluate_first=left.evaluate_in_grpo)  # fmt: skip
+                          evaluate_first=left.evaluate_in_grpo,
+                          sft_rows=self.sft_data() if self.config.grpo_training.sft_anchor > 0 else None)  # fmt: skip
         result = phase.run(resume=left.resume, run_id=self.recorder.run_id)
         self.recorder.set(save_path=str(self.config.grpo_adapter_path))
         self.finish_phase("grpo", result, self.config.grpo_adapter_path)

@@ -133,6 +133,12 @@ class GRPOTrainingConfig(TRLSection):
         "place of its last completion, so a problem the policy cannot solve yet still teaches (off-policy "
         "guidance); needs GRPO data with worked solutions (reasoning_gym chain_sum, synthetic, gsm8k)",
     )
+    sft_anchor: float = option(
+        0.0, "weight of SFT's own loss on SFT's own data (data.sft: worked solutions of SFT's distribution, never a "
+        "GRPO problem's) added to every GRPO loss pass, sft_anchor_rows rows a pass: keeps what SFT taught while "
+        "GRPO trains on other problems (InstructGPT's pretraining mix; training/anchor.py); 0 = off",
+    )
+    sft_anchor_rows: int = option(8, "sft_anchor: the SFT rows of each loss pass (SFT's own batch is 8 by default)")
     keep_best: bool = option(
         False,
         "keep the adapter with the best greedy accuracy over the evaluations during GRPO (the start included, and "
@@ -160,6 +166,8 @@ class GRPOTrainingConfig(TRLSection):
         )
         require(self.beta >= 0, "beta", f"must be >= 0 (got {self.beta})")
         require(self.tie_weight >= 0, "tie_weight", f"must be >= 0 (got {self.tie_weight})")
+        require(self.sft_anchor >= 0, "sft_anchor", f"must be >= 0 (got {self.sft_anchor})")
+        require(self.sft_anchor_rows >= 1, "sft_anchor_rows", f"must be >= 1 (got {self.sft_anchor_rows})")
         band = self.difficulty_band
         require(band is None or (len(band) == 2 and 0 <= band[0] <= band[1] <= 1), "difficulty_band",
                 f"must be [low, high] with 0 <= low <= high <= 1, or null (got {band})")

@@ -104,6 +104,12 @@ class UnslothBackend(Backend):
                 "grpo_training.line_credit gives advantages per token, and Unsloth's compiled GRPO loss on CUDA was "
                 "never run with them (TRL's loss takes them); set model.backend=hf, or line_credit: null"
             )
+        if section.sft_anchor > 0:
+            raise ConfigError(
+                "grpo_training.sft_anchor adds a second forward pass (SFT's rows) to each GRPO loss pass, and "
+                "Unsloth's compiled GRPO trainer, whose forward may return hidden states for its own loss, was never "
+                "run with it; set model.backend=hf, or sft_anchor: 0"
+            )
         refused = self.engine_problem(config.model)
         if section.use_vllm and refused:
             raise ConfigError(_engine_refused(refused))

@@ -15,6 +15,7 @@ differently. ``replace_method`` refuses a name the list lacks.
 | ``GRPOTrainer._generate_single_turn`` | ``training/grpo_trainer.py`` | an all-wrong group gets its problem's worked solution (guidance) |
 | ``GRPOTrainer._calculate_rewards`` | ``training/grpo_trainer.py`` | the grader's verdict is kept beside the rewards; with ``line_credit``, each completion's working lines are checked (TRL's loss takes the advantages per token they give) |
 | ``GRPOTrainer._compute_loss`` | ``training/grpo_trainer.py`` | the importance-sampling ratio comes from the loss pass |
+| ``GRPOTrainer.compute_loss`` | ``training/grpo_trainer.py`` | with ``sft_anchor``, SFT's loss on SFT's rows is added to the loss pass |
 | ``GRPOTrainer._get_per_token_logps_and_entropies`` | ``training/grpo_trainer.py`` | a group's prompt is computed once; the loss pass's log-probs give the ratio |
 | ``SFTTrainer.compute_loss`` | ``training/sft.py`` | a batch's common prefix is computed once |
 | ``VLLMGeneration.sync_weights`` | ``rollout/trl.py`` (on the object) | weights reach an engine the run owns (and vLLM's CPU build) |
@@ -42,6 +43,7 @@ OBJECT_METHODS: dict[str, dict[str, tuple[str, ...]]] = {
         "_calculate_rewards": ("inputs", "prompts", "completions", "completion_ids_list"),
         "_generate_single_turn": ("prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"),
         "_compute_loss": ("model", "inputs"),
+        "compute_loss": ("model", "inputs", "return_outputs", "num_items_in_batch"),
         "_get_per_token_logps_and_entropies": (
             "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size", "compute_entropy",
             "compute_aux_loss", "pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask",

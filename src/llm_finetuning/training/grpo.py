@@ -24,7 +24,9 @@ from ..evaluation.judge import CompletionJudge
 from ..evaluation.stages import StageEvaluations
 from ..model import ModelManager
 from ..rollout import EngineOwner
+from ..runtime import distributed
 from ..session.plan import RunPlan
+from .anchor import AnchorRows
 from .arguments import GRPO_SETTINGS, grpo_arguments
 from .callbacks import MetricsWriter, PeriodicEvaluation
 from .curriculum import Curriculum
@@ -56,6 +58,7 @@ class GRPOPhase(TrainingPhase):
         evaluations: StageEvaluations | None = None,
         start_adapter: Path | None = None,
         evaluate_first: bool = False,
+        sft_rows: Any = None,
     ) -> None:
         callbacks: list[Any] = [GRPOHealth(config.grpo_training.advantages)]
         if evaluations is not None and config.evaluation.grpo_every_steps is not None:
@@ -65,6 +68,7 @@ class GRPOPhase(TrainingPhase):
         self.config, self.plan, self.engines, self.data = config, plan, engines, data
         self.evaluations, self.evaluate_first = evaluations, evaluate_first  # the run's (evaluation/stages.py)
         self.start_adapter = start_adapter or config.sft_adapter_path  # the weights GRPO starts from
+        self.sft_rows = sft_rows  # SFT's dataset, for the anchor (sft_anchor); None without one
         self.watch = GRPOWatch()  # what the evaluations during GRPO decide (training/selection.py)
         self.passed_through = config.grpo_training.set_beyond_ours()
         self.reward_funcs, self.reward_weights = reward_funcs, reward_weights
@@ -136,6 +140,12 @@ class GRPOPhase(TrainingPhase):
         section, plan = self.config.grpo_training, self.plan
         curriculum = Curriculum.of(self.data.train, section.curriculum_window, self.config.seed) \
             if section.curriculum else None  # fmt: skip
+        anchor = None
+        if section.sft_anchor > 0:
+            assert self.sft_rows is not None, "sft_anchor: the pipeline hands GRPO the SFT dataset"
+            # each process its own order of the rows (as each takes its own slice of GRPO's prompts)
+            anchor = AnchorRows(self.sft_rows, self.manager.tokenizer, section.sft_anchor_rows,
+                                self.config.seed * 1000 + distributed.rank())  # fmt: skip
         return StepRecipe(
             is_correct=self.judge.is_correct, estimator=section.advantages, tie_weight=section.tie_weight,
             oversample=section.oversample, drop_silent=section.drop_silent_groups,
@@ -145,6 +155,7 @@ class GRPOPhase(TrainingPhase):
             shared_prompt=plan.shares("grpo"), ratio_in_loss=plan.trl_loss,
             line_credit=section.line_credit, working_end=self.config.prompt.reasoning_end,
             answer_start=self.config.prompt.solution_start,
+            anchor=anchor, anchor_weight=section.sft_anchor,
         )
 
 

@@ -20,7 +20,8 @@ order it runs (``_generate_and_score_completions``):
    (``line_credit.py``; the lines read in step 3).
 6. **loss** (TRL's loss; ``_compute_loss``, ``_get_per_token_logps_and_entropies``): the importance-sampling
    ratio computed in the loss pass instead of TRL's extra pass (``importance.py``); each group's prompt computed
-   once (``shared_prompt.py``).
+   once (``shared_prompt.py``). With ``sft_anchor``, SFT's loss on a batch of SFT's own rows added to every
+   training loss pass (``compute_loss``, ``anchor.py``).
 
 Evaluation batches (the model in eval mode) take steps 2 to 4 without guidance. The TRL internals overridden here
 are listed with their parameters in ``runtime/trl_patches.py``, and ``tests/test_trl_contracts.py`` holds them
@@ -41,6 +42,7 @@ from ..grading.lines import CreditSpan, credit_span
 from ..rewards.estimators import ESTIMATORS, Scores
 from . import guidance, importance, line_credit, reference, shared_prompt
 from .advantages import group_figures, teaching_groups
+from .anchor import AnchorRows, anchor_loss
 from .curriculum import Curriculum, CurriculumCheckpoint
 from .downsample import widest_rows
 from .oversample import chosen_groups, extra_indices, groups_without_silent, kept_rows
@@ -69,6 +71,8 @@ class StepRecipe:
     line_credit: str | None = None  # a check in grading.lines.LINE_CHECKS: advantages per token
     working_end: str = ""  # the tag that ends the working (line_credit reads the lines before it)
     answer_start: str = ""  # the tag that opens the answer, where the working's end is missing
+    anchor: AnchorRows | None = None  # SFT's rows whose SFT loss every training loss pass adds (sft_anchor)
+    anchor_weight: float = 0.0  # times that loss
 
     @property
     def chooses(self) -> bool:
@@ -252,6 +256,17 @@ class GRPOStep:
         return spans
 
     # 6. loss
+    def compute_loss(self, model: Any, inputs: dict, return_outputs: bool = False,
+                     num_items_in_batch: Any = None) -> Any:  # fmt: skip
+        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        anchor = self.recipe.anchor
+        if anchor is None or not model.training:
+            return loss
+        sft_loss = anchor_loss(model, anchor.next_batch(loss.device))
+        self._metrics["train"]["sft_anchor/loss"].append(sft_loss.item())
+        # TRL's loss is already divided by the accumulation steps; the anchor's the same, so their ratio is the weight
+        return loss + self.recipe.anchor_weight * sft_loss / self.current_gradient_accumulation_steps
+
     def _compute_loss(self, model: Any, inputs: dict) -> Any:
         self._loss_inputs = inputs if self._ratio_in_loss else None
         try:
