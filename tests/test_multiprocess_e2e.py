@@ -43,6 +43,7 @@ SCHEDULE = [  # the demo's model; enough SFT that completions have a format to c
     "data.synthetic.num_eval=24",
     "grpo_training.curriculum=true",  # each step's draw made from the state both ranks share, resumed from its save
     "grpo_training.oversample=2", "grpo_training.drop_silent_groups=true",  # ranks whose groups that teach differ
+    "grpo_training.sft_anchor=0.5", "grpo_training.sft_anchor_rows=2",  # a second forward before DDP's backward
     *SIMPLE_SUMS,
 ]
 # What a rank other than the main one may write: its own part of the Trainer's checkpoints.

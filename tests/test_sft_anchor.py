@@ -11,7 +11,7 @@ import torch
 from datasets import Dataset
 
 from llm_finetuning.schema import ConfigError
-from llm_finetuning.training.anchor import AnchorRows, anchor_loss, completion_tokens
+from llm_finetuning.training.anchor import AnchorRows, anchor_indices, anchor_loss, completion_tokens
 
 PROMPT = [{"role": "user", "content": "What is 2 + 3?"}]
 COMPLETION = [{"role": "assistant", "content": "2 + 3 = 5"}]
@@ -26,13 +26,21 @@ def test_a_rows_completion_starts_where_its_prompt_alone_ends(tiny_tokenizer):
     assert "2 + 3 = 5" in learned and "What is" not in learned
 
 
+def test_a_batchs_rows_follow_from_its_number_alone_each_once_a_pass():
+    first_pass = anchor_indices(5, 2, 3, 0) + anchor_indices(5, 2, 3, 1) + anchor_indices(5, 2, 3, 2)[:1]
+    assert sorted(first_pass) == [0, 1, 2, 3, 4]
+    second_pass = anchor_indices(5, 2, 3, 2)[1:] + anchor_indices(5, 2, 3, 3) + anchor_indices(5, 2, 3, 4)
+    assert sorted(second_pass) == [0, 1, 2, 3, 4] and second_pass != first_pass  # its own order
+    assert anchor_indices(50, 10, 0, 0) != anchor_indices(50, 10, 1, 0)  # each process (seed) its own order
+
+
 def test_every_row_is_drawn_once_a_pass_and_padding_is_neither_attended_nor_learned(tiny_tokenizer):
     rows = [{"prompt": [{"role": "user", "content": f"What is {n} + {n}?"}],
              "completion": [{"role": "assistant", "content": f"{n} + {n} = {2 * n}" + " so" * n}]} for n in range(3)]
     anchor = AnchorRows(Dataset.from_list(rows), tiny_tokenizer, rows=2, seed=0)
     seen = []
-    for _ in range(3):  # two passes over three rows
-        batch = anchor.next_batch("cpu")
+    for number in range(3):  # two passes over three rows
+        batch = anchor.batch(number, "cpu")
         assert batch["input_ids"].shape[0] == 2
         lengths = batch["attention_mask"].sum(dim=1).tolist()
         seen += lengths

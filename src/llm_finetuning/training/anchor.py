@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["AnchorRows", "anchor_loss", "completion_tokens"]
+__all__ = ["AnchorRows", "anchor_indices", "anchor_loss", "completion_tokens"]
 
 
 def completion_tokens(tokenizer: Any, prompt: list[dict], completion: list[dict]) -> tuple[list[int], int]:
@@ -37,20 +37,34 @@ def _ids(tokens: Any) -> Sequence[int]:
     return tokens["input_ids"] if hasattr(tokens, "keys") else tokens  # transformers 5: a BatchEncoding
 
 
+def anchor_indices(count: int, rows: int, seed: int, batch: int) -> list[int]:
+    """The rows of anchor batch ``batch`` (0, 1, ...): every row of ``count`` once a pass, each pass in its own order
+    seeded by ``seed`` and the pass; a function of the batch's number alone, so a resumed run goes on where it was.
+
+    >>> sorted(anchor_indices(4, 2, 0, 0) + anchor_indices(4, 2, 0, 1))
+    [0, 1, 2, 3]
+    """
+    indices = []
+    for position in range(batch * rows, (batch + 1) * rows):
+        order = list(range(count))
+        random.Random(seed * 1_000_003 + position // count).shuffle(order)
+        indices.append(order[position % count])
+    return indices
+
+
 class AnchorRows:
     """SFT's rows in batches of ``rows``, in an order seeded by ``seed`` (a process's own), every row once a pass."""
 
     def __init__(self, dataset: Any, tokenizer: Any, rows: int, seed: int) -> None:
         if len(dataset) == 0:
             raise ValueError("grpo_training.sft_anchor: the SFT dataset is empty; set sft_anchor: 0 or give data.sft")
-        self.dataset, self.tokenizer, self.rows = dataset, tokenizer, rows
-        self._random = random.Random(seed)
-        self._order: list[int] = []
+        self.dataset, self.tokenizer, self.rows, self.seed = dataset, tokenizer, rows, seed
 
-    def next_batch(self, device: Any) -> dict[str, torch.Tensor]:
-        """The next ``rows`` rows: ``input_ids``, ``attention_mask`` and ``completion_mask`` (right-padded)."""
+    def batch(self, number: int, device: Any) -> dict[str, torch.Tensor]:
+        """Batch ``number``: ``input_ids``, ``attention_mask`` and ``completion_mask`` (right-padded)."""
+        indices = anchor_indices(len(self.dataset), self.rows, self.seed, number)
         tokenized = [completion_tokens(self.tokenizer, row["prompt"], row["completion"])
-                     for row in (self.dataset[index] for index in self._take())]  # fmt: skip
+                     for row in (self.dataset[index] for index in indices)]  # fmt: skip
         width = max(len(ids) for ids, _ in tokenized)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         input_ids = torch.full((len(tokenized), width), pad, dtype=torch.long)
@@ -62,15 +76,6 @@ class AnchorRows:
             completion[row, start : len(ids)] = 1
         return {"input_ids": input_ids.to(device), "attention_mask": attention.to(device),
                 "completion_mask": completion.to(device)}  # fmt: skip
-
-    def _take(self) -> list[int]:
-        taken = []
-        while len(taken) < self.rows:
-            if not self._order:
-                self._order = list(range(len(self.dataset)))
-                self._random.shuffle(self._order)
-            taken.append(self._order.pop())
-        return taken
 
 
 def anchor_loss(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:

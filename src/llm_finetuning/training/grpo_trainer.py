@@ -96,6 +96,7 @@ class GRPOStep:
         self._batch_scores: Scores | None = None  # the step's, every process's: train_per_group estimates again
         self._loss_inputs: dict | None = None  # the batch whose loss pass computes the importance ratio
         self._spans: list[CreditSpan] = []  # this process's completions', in tokens (line_credit)
+        self._anchor_step, self._anchor_pass = -1, 0  # the optimizer step and pass within it of the last anchor batch
         super().__init__(*args, **kwargs)
         self._ratio_in_loss = recipe.ratio_in_loss and importance.applies(self)
         if recipe.curriculum is not None:
@@ -262,10 +263,18 @@ class GRPOStep:
         anchor = self.recipe.anchor
         if anchor is None or not model.training:
             return loss
-        sft_loss = anchor_loss(model, anchor.next_batch(loss.device))
+        sft_loss = anchor_loss(model, anchor.batch(self.anchor_batch_number(), loss.device))
         self._metrics["train"]["sft_anchor/loss"].append(sft_loss.item())
         # TRL's loss is already divided by the accumulation steps; the anchor's the same, so their ratio is the weight
         return loss + self.recipe.anchor_weight * sft_loss / self.current_gradient_accumulation_steps
+
+    def anchor_batch_number(self) -> int:
+        """The loss pass's number over the run (optimizer steps x accumulation + the pass within the step): the
+        anchor's rows follow from it, so a resumed run draws what the uninterrupted one would have."""
+        step, passes = self.state.global_step, self.current_gradient_accumulation_steps
+        self._anchor_pass = self._anchor_pass + 1 if self._anchor_step == step else 0
+        self._anchor_step = step
+        return step * passes + self._anchor_pass
 
     def _compute_loss(self, model: Any, inputs: dict) -> Any:
         self._loss_inputs = inputs if self._ratio_in_loss else None
