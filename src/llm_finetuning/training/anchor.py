@@ -44,12 +44,11 @@ def anchor_indices(count: int, rows: int, seed: int, batch: int) -> list[int]:
     >>> sorted(anchor_indices(4, 2, 0, 0) + anchor_indices(4, 2, 0, 1))
     [0, 1, 2, 3]
     """
-    indices = []
-    for position in range(batch * rows, (batch + 1) * rows):
-        order = list(range(count))
-        random.Random(seed * 1_000_003 + position // count).shuffle(order)
-        indices.append(order[position % count])
-    return indices
+    orders: dict[int, list[int]] = {}  # a batch spans at most a few passes: each shuffled once, not once a row
+    for pass_number in {position // count for position in range(batch * rows, (batch + 1) * rows)}:
+        orders[pass_number] = list(range(count))
+        random.Random(seed * 1_000_003 + pass_number).shuffle(orders[pass_number])
+    return [orders[position // count][position % count] for position in range(batch * rows, (batch + 1) * rows)]
 
 
 class AnchorRows:
