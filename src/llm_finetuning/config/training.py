@@ -133,6 +133,12 @@ class GRPOTrainingConfig(TRLSection):
         "place of its last completion, so a problem the policy cannot solve yet still teaches (off-policy "
         "guidance); needs GRPO data with worked solutions (reasoning_gym chain_sum, synthetic, gsm8k)",
     )
+    negative_weight: float = option(
+        1.0, "the trained completions' advantages below zero times this, after the groups are chosen: how hard wrong "
+        "answers are pushed down against right ones pushed up (under the gate the two are equal in sum); < 1 leans "
+        "toward reinforcing right answers (expert iteration's), > 1 toward suppressing wrong ones (weighted "
+        "REINFORCE, arXiv 2506.01347); 1 = GRPO's (training/advantages.py)",
+    )
     sft_anchor: float = option(
         0.0, "weight of SFT's own loss on SFT's own data (data.sft: worked solutions of SFT's distribution, never a "
         "GRPO problem's) added to every GRPO loss pass, sft_anchor_rows rows a pass: keeps what SFT taught while "
@@ -166,6 +172,7 @@ class GRPOTrainingConfig(TRLSection):
         )
         require(self.beta >= 0, "beta", f"must be >= 0 (got {self.beta})")
         require(self.tie_weight >= 0, "tie_weight", f"must be >= 0 (got {self.tie_weight})")
+        require(self.negative_weight >= 0, "negative_weight", f"must be >= 0 (got {self.negative_weight})")
         require(self.sft_anchor >= 0, "sft_anchor", f"must be >= 0 (got {self.sft_anchor})")
         require(self.sft_anchor_rows >= 1, "sft_anchor_rows", f"must be >= 1 (got {self.sft_anchor_rows})")
         band = self.difficulty_band

@@ -20,13 +20,25 @@ gate removes) and ``groups/correct`` (the share of completions the grader accept
     >>> total = torch.tensor([3., 1., 2., 2.])
     >>> group_figures(correct, total, torch.tensor([0., 0., -.7, .7]), group=2)["groups/phantom"]
     0.5
+
+``grpo_training.negative_weight`` scales the advantages below zero of the completions a step trains on
+(``weigh_negatives``), after the groups are chosen, so what is chosen and logged above is the estimator's alone.
+Under the gate a group's pushes up and down are equal in sum; the weight sets how hard the wrong answers are
+pushed down against the right ones pushed up: below 1 toward reinforcing right answers only (what expert
+iteration does), above 1 toward suppressing wrong ones (arXiv 2506.01347's weighted REINFORCE). Each step logs
+``advantages/negative_share``, the wrong answers' part of the advantages' absolute sum.
+
+    >>> [round(value, 3) for value in weigh_negatives(torch.tensor([0.6, -0.2, -0.2, -0.2, 0.0]), 0.5).tolist()]
+    [0.6, -0.1, -0.1, -0.1, 0.0]
+    >>> round(negative_share(torch.tensor([0.6, -0.1, -0.1, -0.1])), 3)
+    0.333
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["group_figures", "teaching_groups"]
+__all__ = ["group_figures", "negative_share", "teaching_groups", "weigh_negatives"]
 
 
 def teaching_groups(advantages: torch.Tensor, group: int) -> torch.Tensor:
@@ -48,3 +60,16 @@ def group_figures(correct: torch.Tensor, total: torch.Tensor, advantages: torch.
         "groups/phantom": (all_wrong & spread).float().mean().item(),
         "groups/correct": right.mean().item(),
     }
+
+
+def weigh_negatives(advantages: torch.Tensor, weight: float) -> torch.Tensor:
+    """``advantages`` (per completion, or per token) with those below zero times ``weight``."""
+    if weight == 1.0:
+        return advantages
+    return torch.where(advantages < 0, advantages * weight, advantages)
+
+
+def negative_share(advantages: torch.Tensor) -> float:
+    """The part of the advantages' absolute sum that is below zero (0 where every advantage is 0)."""
+    total = advantages.abs().sum().item()
+    return advantages.clamp(max=0).abs().sum().item() / total if total > 0 else 0.0

@@ -155,7 +155,7 @@ class GRPOPhase(TrainingPhase):
             shared_prompt=plan.shares("grpo"), ratio_in_loss=plan.trl_loss,
             line_credit=section.line_credit, working_end=self.config.prompt.reasoning_end,
             answer_start=self.config.prompt.solution_start,
-            anchor=anchor, anchor_weight=section.sft_anchor,
+            anchor=anchor, anchor_weight=section.sft_anchor, negative_weight=section.negative_weight,
         )
 
 

@@ -17,7 +17,8 @@ order it runs (``_generate_and_score_completions``):
    the most, their advantages estimated again over the kept ones (``downsample.py``). With a KL term, the
    reference log-probs of the kept rows alone (``reference.py``), not of every row generated. With
    ``line_credit``, the kept completions' advantages per token: a wrong answer's right lines carry none
-   (``line_credit.py``; the lines read in step 3).
+   (``line_credit.py``; the lines read in step 3). With ``negative_weight``, the kept completions' advantages
+   below zero scaled (``advantages.py``).
 6. **loss** (TRL's loss; ``_compute_loss``, ``_get_per_token_logps_and_entropies``): the importance-sampling
    ratio computed in the loss pass instead of TRL's extra pass (``importance.py``); each group's prompt computed
    once (``shared_prompt.py``). With ``sft_anchor``, SFT's loss on a batch of SFT's own rows added to every
@@ -41,7 +42,7 @@ import torch
 from ..grading.lines import CreditSpan, credit_span
 from ..rewards.estimators import ESTIMATORS, Scores
 from . import guidance, importance, line_credit, reference, shared_prompt
-from .advantages import group_figures, teaching_groups
+from .advantages import group_figures, negative_share, teaching_groups, weigh_negatives
 from .anchor import AnchorRows, anchor_loss
 from .curriculum import Curriculum, CurriculumCheckpoint
 from .downsample import widest_rows
@@ -73,6 +74,7 @@ class StepRecipe:
     answer_start: str = ""  # the tag that opens the answer, where the working's end is missing
     anchor: AnchorRows | None = None  # SFT's rows whose SFT loss every training loss pass adds (sft_anchor)
     anchor_weight: float = 0.0  # times that loss
+    negative_weight: float = 1.0  # the trained completions' advantages below zero times this
 
     @property
     def chooses(self) -> bool:
@@ -119,6 +121,9 @@ class GRPOStep:
         if recipe.line_credit is not None:
             output[_SPANS], self._spans = self._spans, []  # cut with the rows the step keeps
         kept = self.choose_groups(output, prompts) if recipe.chooses else output
+        kept["advantages"] = weigh_negatives(kept["advantages"], recipe.negative_weight)
+        share = negative_share(self.accelerator.gather(kept["advantages"]))
+        self._metrics["train"]["advantages/negative_share"].append(share)
         if recipe.chooses and self.beta != 0.0:
             kept["ref_per_token_logps"] = reference.kept_log_probs(self, kept)
         if recipe.line_credit is not None:
