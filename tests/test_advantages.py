@@ -183,22 +183,3 @@ def test_negative_weight_is_checked_when_the_config_is_built(tiny_config):
     with pytest.raises(ConfigError, match="negative_weight"):
         tiny_config("grpo_training.negative_weight=-0.5")
 
-
-@pytest.mark.slow
-def test_a_grpo_step_of_the_tiny_model_pushes_wrong_answers_down_at_the_negative_weight(tmp_path, tiny_config):
-    """Through the real trainer: the gate's groups push up and down equally, so with the wrong answers' advantages
-    at a quarter every step that trains on a group with signal gives them 0.25 / 1.25 of the advantages."""
-    from test_grpo_mechanisms import SHORT_GRPO
-
-    from llm_finetuning.pipeline import RunOptions, run
-
-    run(tiny_config(*SHORT_GRPO, "sft_training.learning_rate=3e-3", "grpo_training.max_completion_length=20",
-                    "grpo_training.advantages=gated", "grpo_training.negative_weight=0.25",
-                    "grpo_training.oversample=3", "grpo_training.drop_silent_groups=true"), RunOptions())  # fmt: skip
-    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    steps = [record for record in records if record["phase"] == "grpo" and "groups/trained_signal" in record]
-    assert len(steps) == 4
-    taught = [record for record in steps if record["groups/trained_signal"] > 0]
-    assert taught, "no step of the run had a group with both right and wrong answers"
-    for record in taught:
-        assert record["advantages/negative_share"] == pytest.approx(0.2, abs=1e-4)

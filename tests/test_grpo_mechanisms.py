@@ -159,3 +159,21 @@ def test_keep_best_chooses_on_problems_of_its_own_and_guidance_fills_all_wrong_g
     assert sorted(scored) == [0, 2, 4]  # the start, every eval_steps, the last step: on the selection problems
     assert kept == max(scored, key=lambda step: (scored[step], -step))  # the first of the best
     assert json.loads((tmp_path / "grpo" / "best.json").read_text())["step"] == kept
+
+
+@pytest.mark.slow
+def test_a_grpo_step_of_the_tiny_model_pushes_wrong_answers_down_at_the_negative_weight(tmp_path, tiny_config):
+    """Through the real trainer: the gate's groups push up and down equally, so with the wrong answers' advantages
+    at a quarter every step that trains on a group with signal gives them 0.25 / 1.25 of the advantages."""
+    from llm_finetuning.pipeline import RunOptions, run
+
+    run(tiny_config(*SHORT_GRPO, "sft_training.learning_rate=3e-3", "grpo_training.max_completion_length=20",
+                    "grpo_training.advantages=gated", "grpo_training.negative_weight=0.25",
+                    "grpo_training.oversample=3", "grpo_training.drop_silent_groups=true"), RunOptions())  # fmt: skip
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = [record for record in records if record["phase"] == "grpo" and "groups/trained_signal" in record]
+    assert len(steps) == 4
+    taught = [record for record in steps if record["groups/trained_signal"] > 0]
+    assert taught, "no step of the run had a group with both right and wrong answers"
+    for record in taught:
+        assert record["advantages/negative_share"] == pytest.approx(0.2, abs=1e-4)
